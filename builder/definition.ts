@@ -1,0 +1,116 @@
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import yaml from "js-yaml";
+import { z } from "zod";
+import { UserError } from "./errors.js";
+
+export const OUTPUT_FORMATS = ["usb", "qcow2"] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+const sizePattern = /^\d+(\.\d+)?\s*(KiB|MiB|GiB|TiB|K|M|G|T)$/;
+const Size = z.string().regex(sizePattern, "a size such as '512MiB' or '4GiB'");
+const DebianPackage = z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, "a Debian package name");
+const Hostname = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, "a hostname label (lowercase letters, digits, '-')");
+const Cidr = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, "an IPv4 address with prefix, e.g. 10.0.0.2/24");
+const Ipv4 = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, "an IPv4 address");
+
+/** The appliance definition (`appliance.yaml`). Every object is strict: unknown keys are errors. */
+export const ApplianceDefinition = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "a file-name-safe image name (lowercase, digits, '.', '_', '-')"),
+    debian: z
+      .object({
+        suite: z.string().min(1),
+        packages: z.array(DebianPackage).default([]),
+      })
+      .strict(),
+    console: z
+      .object({
+        serial: z.string().regex(/^ttyS\d+,\d+$/, "a serial console such as 'ttyS0,115200'").default("ttyS0,115200"),
+      })
+      .strict()
+      .default({}),
+    network: z
+      .object({
+        hostnamePrefix: Hostname.default("icn-bootstrap"),
+        dhcp: z.boolean().default(true),
+        static: z
+          .object({ interface: z.string().min(1), address: Cidr, gateway: Ipv4.optional(), dns: z.array(Ipv4).default([]) })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .default({}),
+    disk: z
+      .object({
+        /** Free space left in the root filesystem of the image; first boot grows it to the whole disk. */
+        rootFree: Size.default("256MiB"),
+        espSize: Size.default("64MiB"),
+      })
+      .strict()
+      .default({}),
+    outputs: z
+      .object({ formats: z.array(z.enum(OUTPUT_FORMATS)).min(1).default([...OUTPUT_FORMATS]) })
+      .strict()
+      .default({}),
+  })
+  .strict();
+
+export type ApplianceDefinition = z.infer<typeof ApplianceDefinition>;
+
+export const DEFAULT_DEFINITION = resolve(import.meta.dirname, "..", "appliance.yaml");
+
+export function parseDefinition(text: string, source: string): ApplianceDefinition {
+  let raw: unknown;
+  try {
+    raw = yaml.load(text, { filename: source });
+  } catch (error) {
+    throw new UserError(`${source}: not valid YAML: ${(error as Error).message}`, "fix the YAML syntax at the line shown");
+  }
+  const result = ApplianceDefinition.safeParse(raw ?? {});
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `  ${describePath(issue.path)}: ${describeIssue(issue)}`);
+    throw new UserError(
+      `${source} is not a valid appliance definition:\n${problems.join("\n")}`,
+      "correct the fields listed above (see appliance.yaml in the repository for every field with its default)",
+    );
+  }
+  return result.data;
+}
+
+export async function loadDefinition(path: string = DEFAULT_DEFINITION): Promise<ApplianceDefinition> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new UserError(`cannot read appliance definition ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`, "pass an existing file with --definition, or omit it to use the default appliance.yaml");
+  }
+  return parseDefinition(text, path);
+}
+
+function describePath(path: (string | number)[]): string {
+  if (path.length === 0) return "(top level)";
+  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? p : `.${p}`)).join("");
+}
+
+function describeIssue(issue: z.ZodIssue): string {
+  switch (issue.code) {
+    case "unrecognized_keys":
+      return `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `'${k}'`).join(", ")}`;
+    case "invalid_type":
+      return issue.received === "undefined" ? `required field missing (expected ${issue.expected})` : `expected ${issue.expected}, got ${issue.received}`;
+    case "invalid_enum_value":
+      return `expected one of ${issue.options.map((o) => `'${String(o)}'`).join(", ")}, got '${String(issue.received)}'`;
+    case "invalid_string":
+      return `expected ${issue.message}`;
+    default:
+      return issue.message;
+  }
+}
+
+export function parseSize(size: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([KMGT])/.exec(size);
+  if (!match) throw new UserError(`not a size: ${size}`, "use a size such as '512MiB'");
+  const power = "KMGT".indexOf(match[2]!) + 1;
+  return Math.round(Number(match[1]) * 1024 ** power);
+}

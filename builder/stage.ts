@@ -1,0 +1,129 @@
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir, readFile, rename, rm, stat, writeFile, readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { execa, type Options as ExecaOptions } from "execa";
+import { sha256Text } from "./cache.js";
+import { UserError } from "./errors.js";
+import { formatBytes, formatSeconds, log } from "./log.js";
+
+/** What a stage hands to the stages after it. */
+export interface StageResult {
+  name: string;
+  key: string;
+  dir: string;
+  reused: boolean;
+  seconds: number;
+  bytes: number;
+}
+
+export interface StageRun {
+  /** The stage's output directory (a temporary one, renamed into the cache when the stage succeeds). */
+  out: string;
+  log(message: string): void;
+  /** Runs a host command, its output going to the stage log; fails with the log's tail. */
+  exec(file: string, args: string[], options?: ExecaOptions): Promise<string>;
+}
+
+export interface Stage<Deps> {
+  name: string;
+  /** Source files whose content is part of the cache key (usually the stage module itself). */
+  sources: string[];
+  /** Everything else the output depends on: JSON-serialisable, hashed into the cache key. */
+  inputs(deps: Deps): unknown | Promise<unknown>;
+  build(run: StageRun, deps: Deps): Promise<void>;
+}
+
+const COMPLETE = ".complete.json";
+
+/**
+ * Runs a stage unless a complete output for the same inputs is already cached.
+ * Outputs live in `<stagesDir>/<name>/<key>`; a stage builds into a temporary
+ * directory that is renamed there only on success, so a failed or interrupted
+ * stage never leaves something that looks complete.
+ */
+export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: string): Promise<StageResult> {
+  const sourceTexts = await Promise.all(stage.sources.map((file) => readFile(file, "utf8")));
+  const inputs = await stage.inputs(deps);
+  const key = sha256Text(JSON.stringify({ sources: sourceTexts.map(sha256Text), inputs })).slice(0, 24);
+  const dir = join(stagesDir, stage.name, key);
+
+  const cached = await readComplete(dir);
+  if (cached) {
+    log(stage.name, `reused (inputs unchanged, ${formatBytes(cached.bytes)}, built in ${formatSeconds(cached.seconds * 1000)})`);
+    return { name: stage.name, key, dir, reused: true, seconds: 0, bytes: cached.bytes };
+  }
+
+  const work = `${dir}.partial-${process.pid}`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+  const logPath = `${dir}.log`;
+  const logStream = createWriteStream(logPath);
+  const started = Date.now();
+  const heartbeat = setInterval(async () => {
+    log(stage.name, `working… ${formatSeconds(Date.now() - started)} elapsed, ${formatBytes(await treeBytes(work).catch(() => 0))} written`);
+  }, 30_000);
+  log(stage.name, "started");
+  try {
+    await stage.build(stageRun(stage.name, work, logStream, logPath), deps);
+  } catch (error) {
+    clearInterval(heartbeat);
+    await closeStream(logStream);
+    await rm(work, { recursive: true, force: true });
+    throw error;
+  }
+  clearInterval(heartbeat);
+  await closeStream(logStream);
+  const seconds = (Date.now() - started) / 1000;
+  const bytes = await treeBytes(work);
+  await writeFile(join(work, COMPLETE), JSON.stringify({ key, seconds, bytes, inputs }, null, 2));
+  await rm(dir, { recursive: true, force: true });
+  await rename(work, dir);
+  log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
+  return { name: stage.name, key, dir, reused: false, seconds, bytes };
+}
+
+function stageRun(name: string, out: string, logStream: WriteStream, logPath: string): StageRun {
+  return {
+    out,
+    log: (message) => {
+      logStream.write(`# ${message}\n`);
+      log(name, message);
+    },
+    exec: async (file, args, options = {}) => {
+      logStream.write(`$ ${file} ${args.join(" ")}\n`);
+      const child = execa(file, args, { all: true, reject: false, ...options });
+      child.all?.on("data", (chunk: Buffer) => logStream.write(chunk));
+      const result = await child;
+      if (result.failed) {
+        const tail = String(result.all ?? "").trimEnd().split("\n").slice(-15).join("\n    ");
+        const cause = result.exitCode === undefined ? (result.signal ?? "failed to start") : `exit code ${result.exitCode}`;
+        throw new UserError(`stage ${name}: '${file}' failed (${cause}):\n    ${tail}`, `see the full log: ${logPath}`);
+      }
+      return String(result.stdout ?? "");
+    },
+  };
+}
+
+async function readComplete(dir: string): Promise<{ seconds: number; bytes: number } | undefined> {
+  try {
+    return JSON.parse(await readFile(join(dir, COMPLETE), "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+function closeStream(stream: WriteStream): Promise<void> {
+  return new Promise((resolve) => stream.end(resolve));
+}
+
+/** Allocated bytes of a directory tree (sparse files count what they really use). */
+export async function treeBytes(path: string): Promise<number> {
+  const info = await stat(path);
+  if (!info.isDirectory()) return info.blocks * 512;
+  let total = 0;
+  for (const entry of await readdir(path, { withFileTypes: true })) {
+    if (entry.isSymbolicLink()) continue;
+    total += await treeBytes(join(path, entry.name));
+  }
+  return total;
+}

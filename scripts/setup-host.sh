@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine: host tools from
+# Debian's packages, then the npm dependencies. Idempotent and quick when all is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# command -> Debian package that provides it
+declare -A tools=(
+  [mmdebstrap]=mmdebstrap [newuidmap]=uidmap [fakeroot]=fakeroot
+  [qemu-system-x86_64]=qemu-system-x86 [qemu-img]=qemu-utils
+  [grub-mkimage]=grub-common [sgdisk]=gdisk [mkfs.ext4]=e2fsprogs [mkfs.vfat]=dosfstools
+  [mcopy]=mtools [zstd]=zstd [skopeo]=skopeo [docker-registry]=docker-registry
+  [ansible-playbook]=ansible-core [ansible-inventory]=ansible-core [sshd]=openssh-server
+  [ssh]=openssh-client [nginx]=nginx-light [go]=golang-go [ip]=iproute2 [curl]=curl
+)
+# data-only packages, checked by a file they ship
+declare -A files=(
+  [/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
+  [/usr/lib/grub/x86_64-efi/linux.mod]=grub-efi-amd64-bin
+  [/usr/share/OVMF/OVMF_CODE_4M.fd]=ovmf
+  [/usr/share/keyrings/debian-archive-keyring.gpg]=debian-archive-keyring
+)
+
+missing=()
+for cmd in "${!tools[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || missing+=("${tools[$cmd]}")
+done
+for file in "${!files[@]}"; do
+  [ -e "$file" ] || missing+=("${files[$file]}")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-host: missing host packages: ${missing[*]}" >&2
+    echo "  fix: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup-host: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup-host: installing npm dependencies (npm ci)" >&2
+  npm ci --no-audit --no-fund --loglevel=error
+fi
