@@ -1,0 +1,41 @@
+/**
+ * The group_vars file (group_vars/all/offline.yml) that points every node at the
+ * appliance: kubespray's offline variables (docs/operations/offline-environment.md and
+ * inventory/sample/group_vars/all/offline.yml), containerd mirrors, SSH login.
+ */
+import yaml from "js-yaml";
+import type { BpaConfig } from "../config/config.js";
+import { RUNNER_SSH_KEY_PATH } from "../jobs/contract.js";
+
+export function groupVars(config: BpaConfig): Record<string, unknown> {
+  const repo = (key: keyof BpaConfig["imageRepos"]) => config.imageRepos[key] ?? config.registryHost;
+  return {
+    // Where images and files come from.
+    registry_host: config.registryHost,
+    files_repo: config.filesRepo,
+    kube_image_repo: repo("kube_image_repo"),
+    gcr_image_repo: repo("gcr_image_repo"),
+    github_image_repo: repo("github_image_repo"),
+    docker_image_repo: repo("docker_image_repo"),
+    quay_image_repo: repo("quay_image_repo"),
+    // Whole download hosts mapped into the file server (kubespray's offline.yml, option 1):
+    // files_repo/<original host>/<original path>.
+    github_url: "{{ files_repo }}/github.com",
+    dl_k8s_io_url: "{{ files_repo }}/dl.k8s.io",
+    storage_googleapis_url: "{{ files_repo }}/storage.googleapis.com",
+    get_helm_url: "{{ files_repo }}/get.helm.sh",
+    containerd_registries_mirrors: config.containerdMirrors,
+    // How the runner logs in.
+    ansible_user: config.sshUser,
+    ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,
+    ansible_become: config.sshUser !== "root",
+    ...config.extraVars,
+  };
+}
+
+export function renderGroupVars(config: BpaConfig, provisioning: string): string {
+  const header =
+    `# kubespray variables written by the BPA operator for Provisioning ${provisioning}:\n` +
+    "# every node pulls images from the appliance's registry and files from its file server.\n";
+  return `---\n${header}${yaml.dump(groupVars(config), { lineWidth: -1, noRefs: true, sortKeys: false })}`;
+}

@@ -1,0 +1,37 @@
+/**
+ * The contract between the install Job the operator creates and the kubespray runner
+ * image (bpa/README.md, "Runner contract"). Both sides use these names.
+ */
+
+/** Where the inventory ConfigMap is mounted. */
+export const RUNNER_INVENTORY_DIR = "/inventory";
+export const RUNNER_INVENTORY_PATH = `${RUNNER_INVENTORY_DIR}/hosts.ini`;
+/** group_vars beside hosts.ini, so ansible loads it with the inventory. */
+export const RUNNER_GROUP_VARS_PATH = `${RUNNER_INVENTORY_DIR}/group_vars/all/offline.yml`;
+/** Where the SSH private key is mounted (read-only, mode 0400). */
+export const RUNNER_SSH_DIR = "/ssh";
+export const RUNNER_SSH_KEY_PATH = `${RUNNER_SSH_DIR}/id_ed25519`;
+
+/** Keys of the inventory ConfigMap. */
+export const INVENTORY_KEY_HOSTS = "hosts.ini";
+export const INVENTORY_KEY_GROUP_VARS = "offline.yml";
+
+/** Key of the kubeconfig in the `<name>-kubeconfig` Secret the runner writes. */
+export const KUBECONFIG_KEY = "kubeconfig";
+
+/** Keys of the SSH key Secret (type kubernetes.io/ssh-auth). */
+export const SSH_PRIVATE_KEY = "ssh-privatekey";
+export const SSH_PUBLIC_KEY = "ssh-publickey";
+
+/** Environment of the runner container. */
+export const RUNNER_ENV = {
+  mode: "BPA_MODE", // "install" in the Job, "agent" in the agent pods
+  inventory: "BPA_INVENTORY",
+  playbook: "BPA_PLAYBOOK",
+  sshKey: "BPA_SSH_KEY",
+  kubeconfigSecret: "BPA_KUBECONFIG_SECRET",
+  kubeconfigKey: "BPA_KUBECONFIG_SECRET_KEY",
+  namespace: "BPA_NAMESPACE",
+  provisioning: "BPA_PROVISIONING",
+  installHash: "BPA_INSTALL_HASH",
+} as const;
