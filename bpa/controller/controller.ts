@@ -1,0 +1,215 @@
+/**
+ * The operator's control loop: informers on Provisionings, BareMetalHosts, its own Jobs,
+ * Deployments and Pods feed a work queue of Provisioning keys; workers reconcile them,
+ * requeueing failures with a per-key exponential backoff.
+ */
+import type { KubernetesListObject, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
+import {
+  BMH_PLURAL,
+  BPA_GROUP,
+  BPA_VERSION,
+  LABEL_COMPONENT,
+  LABEL_MANAGED_BY,
+  LABEL_PROVISIONING,
+  MANAGED_BY,
+  METAL3_GROUP,
+  METAL3_VERSION,
+  PROVISIONING_KIND,
+  PROVISIONING_PLURAL,
+} from "../api/constants.js";
+import type { BareMetalHost, Provisioning } from "../api/types.js";
+import type { BpaConfig } from "../config/config.js";
+import { COMPONENT } from "../jobs/objects.js";
+import { labelValue } from "../jobs/names.js";
+import { ResilientInformer } from "./informer.js";
+import { errorMessage, type Clients } from "./kube.js";
+import type { Logger } from "./log.js";
+import { PlanRegistry } from "./plans.js";
+import { WorkQueue } from "./queue.js";
+import { Reconciler, type Caches } from "./reconcile.js";
+
+export interface ControllerOptions {
+  /** Reconcile every Provisioning this often even without events (ms). */
+  resyncMs?: number;
+  /** Backoff of failing reconciles. */
+  baseBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+const key = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace}/${o.metadata?.name}`;
+
+export class Controller {
+  readonly queue: WorkQueue;
+  readonly plans = new PlanRegistry();
+  private readonly provisionings: ResilientInformer<Provisioning & { apiVersion: string; kind: string }>;
+  private readonly hosts: ResilientInformer<BareMetalHost & { apiVersion: string; kind: string }>;
+  private readonly jobs: ResilientInformer<V1Job>;
+  private readonly deployments: ResilientInformer<V1Deployment>;
+  private readonly pods: ResilientInformer<V1Pod>;
+  private readonly reconciler: Reconciler;
+  private workers: Promise<void>[] = [];
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private running = false;
+  /** Reconciles done, for tests and benchmarks. */
+  reconciles = 0;
+
+  constructor(
+    private readonly c: Clients,
+    private readonly config: BpaConfig,
+    private readonly log: Logger,
+    private readonly options: ControllerOptions = {},
+  ) {
+    this.queue = new WorkQueue({ baseDelayMs: options.baseBackoffMs ?? 500, maxDelayMs: options.maxBackoffMs ?? 5 * 60_000 });
+    const ns = config.watchNamespace || undefined;
+    const nsPath = (prefix: string, plural: string, namespace = ns) =>
+      namespace ? `${prefix}/namespaces/${namespace}/${plural}` : `${prefix}/${plural}`;
+    const owned = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+
+    const customList = <T>(group: string, version: string, plural: string, namespace: string | undefined) => async () =>
+      (namespace
+        ? await c.custom.listNamespacedCustomObject({ group, version, namespace, plural })
+        : await c.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<T & { apiVersion: string; kind: string }>;
+
+    this.provisionings = new ResilientInformer({
+      kc: c.kc,
+      name: "provisionings",
+      log,
+      path: nsPath(`/apis/${BPA_GROUP}/${BPA_VERSION}`, PROVISIONING_PLURAL),
+      list: customList<Provisioning>(BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL, ns),
+    });
+    const hostNs = config.hostNamespace || ns;
+    this.hosts = new ResilientInformer({
+      kc: c.kc,
+      name: "baremetalhosts",
+      log,
+      path: nsPath(`/apis/${METAL3_GROUP}/${METAL3_VERSION}`, BMH_PLURAL, hostNs),
+      list: customList<BareMetalHost>(METAL3_GROUP, METAL3_VERSION, BMH_PLURAL, hostNs),
+    });
+    const jobSelector = `${owned},${LABEL_COMPONENT}=${COMPONENT.install}`;
+    this.jobs = new ResilientInformer<V1Job>({
+      kc: c.kc,
+      name: "jobs",
+      log,
+      path: nsPath("/apis/batch/v1", "jobs"),
+      labelSelector: jobSelector,
+      list: () =>
+        ns
+          ? c.batch.listNamespacedJob({ namespace: ns, labelSelector: jobSelector })
+          : c.batch.listJobForAllNamespaces({ labelSelector: jobSelector }),
+    });
+    this.deployments = new ResilientInformer<V1Deployment>({
+      kc: c.kc,
+      name: "deployments",
+      log,
+      path: nsPath("/apis/apps/v1", "deployments"),
+      labelSelector: owned,
+      list: () =>
+        ns
+          ? c.apps.listNamespacedDeployment({ namespace: ns, labelSelector: owned })
+          : c.apps.listDeploymentForAllNamespaces({ labelSelector: owned }),
+    });
+    this.pods = new ResilientInformer<V1Pod>({
+      kc: c.kc,
+      name: "pods",
+      log,
+      path: nsPath("/api/v1", "pods"),
+      labelSelector: owned,
+      list: () =>
+        ns
+          ? c.core.listNamespacedPod({ namespace: ns, labelSelector: owned })
+          : c.core.listPodForAllNamespaces({ labelSelector: owned }),
+    });
+
+    const caches: Caches = {
+      provisioning: (namespace, name) => this.provisionings.get(name, namespace),
+      hosts: (namespace) => (this.hosts.isSynced() ? this.hosts.list(namespace) : undefined),
+      jobs: (namespace) => this.jobs.list(namespace),
+      deployment: (namespace, name) => this.deployments.get(name, namespace),
+      pods: (namespace) => this.pods.list(namespace),
+    };
+    this.reconciler = new Reconciler(c, config, caches, this.plans, log);
+
+    // Event wiring.
+    for (const verb of ["add", "update", "delete"] as const) {
+      this.provisionings.on(verb, (p) => this.queue.add(key(p)));
+      this.hosts.on(verb, (h) => this.enqueueForHost(h));
+      this.jobs.on(verb, (j) => this.enqueueOwner(j));
+      this.deployments.on(verb, (d) => this.enqueueOwner(d));
+      this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
+    }
+  }
+
+  /** A host change may matter to every Provisioning that draws from the host's namespace. */
+  private enqueueForHost(h: BareMetalHost): void {
+    const all = this.provisionings.list(this.config.hostNamespace ? undefined : h.metadata.namespace);
+    for (const p of all) this.queue.add(key(p));
+  }
+
+  private enqueueOwner(obj: { metadata?: { namespace?: string; ownerReferences?: { kind?: string; name?: string; apiVersion?: string }[] } }): void {
+    for (const ref of obj.metadata?.ownerReferences ?? []) {
+      if (ref.kind === PROVISIONING_KIND && ref.apiVersion?.startsWith(`${BPA_GROUP}/`)) {
+        this.queue.add(`${obj.metadata?.namespace}/${ref.name}`);
+      }
+    }
+  }
+
+  /** Pods belong to ReplicaSets and Jobs; the Provisioning is in their label. */
+  private enqueueByLabel(pod: V1Pod): void {
+    const value = pod.metadata?.labels?.[LABEL_PROVISIONING];
+    if (!value) return;
+    for (const p of this.provisionings.list(pod.metadata?.namespace)) {
+      if (labelValue(p.metadata.name!) === value) this.queue.add(key(p));
+    }
+  }
+
+  /** Starts the informers, waits for the caches, then the workers. */
+  async start(): Promise<void> {
+    this.running = true;
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods].map((i) => i.start()));
+    // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
+    await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
+    await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
+    if (!this.running) return;
+    this.plans.load(this.provisionings.list());
+    this.log.info("caches synced; starting workers", {
+      workers: this.config.workers,
+      provisionings: this.provisionings.list().length,
+      hosts: this.hosts.isSynced() ? this.hosts.list().length : "not synced",
+    });
+    for (let i = 0; i < this.config.workers; i++) this.workers.push(this.work());
+    for (const p of this.provisionings.list()) this.queue.add(key(p));
+    const resync = this.options.resyncMs ?? 10 * 60_000;
+    this.resyncTimer = setInterval(() => {
+      for (const p of this.provisionings.list()) this.queue.add(key(p));
+    }, resync);
+    this.resyncTimer.unref();
+  }
+
+  private async work(): Promise<void> {
+    for (;;) {
+      const k = await this.queue.get();
+      if (k === undefined) return;
+      try {
+        const result = await this.reconciler.reconcile(k);
+        this.reconciles += 1;
+        this.queue.forget(k);
+        if (result.requeueAfterMs) this.queue.addAfter(k, result.requeueAfterMs);
+      } catch (error) {
+        const delay = this.queue.addRateLimited(k);
+        this.log.error("reconcile failed", { provisioning: k, error: errorMessage(error), retryInMs: delay });
+        await this.reconciler.reportError(k, error, delay);
+      } finally {
+        this.queue.done(k);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.queue.shutdown();
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods].map((i) => i.stop()));
+    await Promise.all(this.workers);
+    this.workers = [];
+  }
+}

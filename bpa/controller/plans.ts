@@ -1,0 +1,58 @@
+/**
+ * The assignment each Provisioning holds, and so which hosts are claimed. Rebuilt from
+ * the Provisionings' status.assignedHosts when the operator starts, updated in memory
+ * when a plan is made (before its status is written), so that two Provisionings planned
+ * one after the other never get the same host. Planning reads and updates this map
+ * without awaiting in between: Node runs it as one uninterrupted step.
+ */
+import type { AssignedHost, Provisioning } from "../api/types.js";
+
+export interface Plan {
+  specHash: string;
+  hosts: AssignedHost[];
+}
+
+export const hostKey = (h: Pick<AssignedHost, "namespace" | "name">) => `${h.namespace}/${h.name}`;
+
+export class PlanRegistry {
+  private readonly plans = new Map<string, Plan>();
+  private readonly owners = new Map<string, string>();
+
+  /** Loads plans from status; on a conflicting claim the older Provisioning keeps the host. */
+  load(provisionings: readonly Provisioning[]): void {
+    const sorted = [...provisionings].sort((a, b) =>
+      String(a.metadata.creationTimestamp ?? "").localeCompare(String(b.metadata.creationTimestamp ?? "")),
+    );
+    for (const p of sorted) {
+      const key = `${p.metadata.namespace}/${p.metadata.name}`;
+      const hosts = p.status?.assignedHosts ?? [];
+      if (!p.status?.specHash || hosts.length === 0 || this.plans.has(key)) continue;
+      if (hosts.some((h) => this.owners.has(hostKey(h)))) continue;
+      this.set(key, { specHash: p.status.specHash, hosts });
+    }
+  }
+
+  get(key: string): Plan | undefined {
+    return this.plans.get(key);
+  }
+
+  set(key: string, plan: Plan): void {
+    this.release(key);
+    this.plans.set(key, plan);
+    for (const h of plan.hosts) this.owners.set(hostKey(h), key);
+  }
+
+  release(key: string): void {
+    const old = this.plans.get(key);
+    if (!old) return;
+    for (const h of old.hosts) if (this.owners.get(hostKey(h)) === key) this.owners.delete(hostKey(h));
+    this.plans.delete(key);
+  }
+
+  /** host key -> owning Provisioning, leaving out `except`'s own hosts. */
+  claimsExcept(except: string): Map<string, string> {
+    const claims = new Map<string, string>();
+    for (const [host, owner] of this.owners) if (owner !== except) claims.set(host, owner);
+    return claims;
+  }
+}

@@ -1,0 +1,509 @@
+/**
+ * One reconcile of one Provisioning: validate the spec, make sure the namespace's SSH key
+ * exists, plan (or keep) the host assignment, write the inventory, run or track the
+ * install Job, keep the agents, and write status. Everything it decides from is in the API
+ * (the Provisioning's status, its Jobs), so a restarted operator continues where the last
+ * one stopped.
+ */
+import type { V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
+import {
+  ANNOTATION_INSTALL_HASH,
+  ANNOTATION_RETRY,
+  BPA_GROUP,
+  BPA_VERSION,
+  PROVISIONING_PLURAL,
+} from "../api/constants.js";
+import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec } from "../api/spec.js";
+import type { AssignedHost, BareMetalHost, Condition, Phase, Provisioning, ProvisioningStatus } from "../api/types.js";
+import { hostFacts, inventoryAddress, type HostFacts } from "../assign/hosts.js";
+import { fits, planAssignment } from "../assign/plan.js";
+import type { BpaConfig } from "../config/config.js";
+import { renderGroupVars } from "../inventory/group-vars.js";
+import { renderHostsIni } from "../inventory/hosts-ini.js";
+import { KUBECONFIG_KEY, SSH_PUBLIC_KEY } from "../jobs/contract.js";
+import { installHash } from "../jobs/hash.js";
+import { names } from "../jobs/names.js";
+import {
+  agentsDeployment,
+  installJob,
+  inventoryConfigMap,
+  kubeconfigSecret,
+  runnerRole,
+  runnerRoleBinding,
+  runnerServiceAccount,
+  sshKeySecret,
+  sshObjectNames,
+  sshPublicKeyConfigMap,
+  userDataSecret,
+} from "../jobs/objects.js";
+import { generateSshKeyPair } from "../jobs/ssh-key.js";
+import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
+import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
+import type { Logger } from "./log.js";
+import { PlanRegistry, type Plan } from "./plans.js";
+import { CONDITION, jsonEqual, mergeConditions, statusPatch, type ConditionInput } from "./status.js";
+
+/** What the reconciler reads from the informers' caches. */
+export interface Caches {
+  provisioning(namespace: string, name: string): Provisioning | undefined;
+  hosts(namespace: string | undefined): readonly BareMetalHost[] | undefined;
+  jobs(namespace: string): readonly V1Job[];
+  deployment(namespace: string, name: string): V1Deployment | undefined;
+  pods(namespace: string): readonly V1Pod[];
+}
+
+export interface ReconcileResult {
+  /** Reconcile again after this many ms (a safety net; events normally trigger it). */
+  requeueAfterMs?: number;
+}
+
+/** How often an unsatisfiable Provisioning is re-planned without any event. */
+export const UNSATISFIABLE_RECHECK_MS = 60_000;
+
+type JobState = { state: "running" | "succeeded" | "failed"; reason: string; message: string };
+
+export function jobState(job: V1Job): JobState {
+  const conditions = job.status?.conditions ?? [];
+  const is = (type: string) => conditions.find((c) => c.type === type && c.status === "True");
+  const failed = is("Failed") ?? is("FailureTarget");
+  if (failed) return { state: "failed", reason: failed.reason ?? "Failed", message: failed.message ?? "" };
+  const complete = is("Complete") ?? is("SuccessCriteriaMet");
+  if (complete) return { state: "succeeded", reason: complete.reason ?? "Complete", message: complete.message ?? "" };
+  return { state: "running", reason: "Running", message: "" };
+}
+
+function ownedBy(obj: { metadata?: { ownerReferences?: { uid?: string }[] } }, uid: string | undefined): boolean {
+  return Boolean(uid) && (obj.metadata?.ownerReferences ?? []).some((o) => o.uid === uid);
+}
+
+function created(obj: { metadata?: { creationTimestamp?: Date | string } }): number {
+  const t = obj.metadata?.creationTimestamp;
+  return t ? new Date(t).getTime() : 0;
+}
+
+export class Reconciler {
+  constructor(
+    private readonly c: Clients,
+    private readonly config: BpaConfig,
+    private readonly caches: Caches,
+    private readonly plans: PlanRegistry,
+    private readonly log: Logger,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const [namespace, name] = key.split("/") as [string, string];
+    const p = this.caches.provisioning(namespace, name);
+    if (!p || p.metadata.deletionTimestamp) {
+      // Children go with their owner (garbage collector); the hosts are free again.
+      this.plans.release(key);
+      return {};
+    }
+    const generation = p.metadata.generation;
+    const parsed = normalizeSpec(p.spec);
+    if (!parsed.ok) {
+      const message = `invalid spec: ${parsed.errors.join("; ")}`;
+      await this.writeStatus(p, "Invalid", {}, [
+        { type: CONDITION.ready, status: "False", reason: "InvalidSpec", message },
+        { type: CONDITION.hostsAssigned, status: "False", reason: "InvalidSpec", message },
+        { type: CONDITION.failed, status: "True", reason: "InvalidSpec", message },
+        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
+      ]);
+      // Nothing to retry: the next spec change brings the next reconcile.
+      return {};
+    }
+    const spec = parsed.spec;
+
+    const sshKeyName = await this.ensureSshKey(namespace);
+
+    // ---- hosts
+    const hostNamespace = this.config.hostNamespace || namespace;
+    const bmhs = this.caches.hosts(hostNamespace);
+    if (!bmhs) {
+      const agents = await this.reconcileAgents(p, spec, undefined);
+      await this.writeStatus(p, "Pending", { podAgents: agents, sshKeySecret: sshKeyName }, [
+        { type: CONDITION.ready, status: "False", reason: "WaitingForHosts", message: "the BareMetalHost inventory is not available yet (is the metal3.io BareMetalHost CRD installed?)" },
+        { type: CONDITION.hostsAssigned, status: "Unknown", reason: "WaitingForHosts", message: "BareMetalHost informer has not synced" },
+        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
+      ]);
+      return { requeueAfterMs: 5_000 };
+    }
+    const facts = bmhs.map(hostFacts);
+    const sh = specHash(spec);
+    const plan = this.currentPlan(key, p, sh, spec, facts, bmhs);
+    if ("unmet" in plan) {
+      const agents = await this.reconcileAgents(p, spec, undefined);
+      await this.writeStatus(p, "Unsatisfiable", { podAgents: agents, sshKeySecret: sshKeyName }, [
+        { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
+        { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
+        { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: "the install starts when matching hosts appear" },
+        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
+      ]);
+      return { requeueAfterMs: UNSATISFIABLE_RECHECK_MS };
+    }
+    const hosts = plan.hosts;
+
+    // ---- inventory
+    const retry = p.metadata.annotations?.[ANNOTATION_RETRY] ?? "";
+    const hash = installHash(sh, hosts, retry);
+    const n = names(p, hash);
+    const hostsIni = renderHostsIni(hosts, { provisioning: key, installHash: hash });
+    const groupVarsYaml = renderGroupVars(this.config, key);
+    await ensureSecret(this.c, kubeconfigSecret(p));
+    await ensureServiceAccount(this.c, runnerServiceAccount(p));
+    await ensureRole(this.c, runnerRole(p));
+    await ensureRoleBinding(this.c, runnerRoleBinding(p));
+
+    const assignedText = hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
+    const base: ProvisioningStatus = {
+      assignedHosts: hosts,
+      specHash: sh,
+      installHash: hash,
+      installJob: n.installJob!,
+      inventoryConfigMap: n.inventory!,
+      kubeconfigSecret: n.kubeconfig,
+      sshKeySecret: sshKeyName,
+    };
+    const assignedCondition: ConditionInput = { type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText };
+    const reconciled: ConditionInput = { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` };
+
+    // ---- install Job: one per install hash
+    const jobs = this.caches.jobs(namespace).filter((j) => ownedBy(j, p.metadata.uid));
+    let job = jobs.find((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH] === hash);
+    const finishedBefore = p.status?.installHash === hash && (p.status.phase === "Ready" || p.status.phase === "Failed");
+    if (!job && finishedBefore) {
+      // This install ran to its end and its Job is gone (deleted or pruned): keep the outcome, never run it again.
+      base.podAgents = await this.reconcileAgents(p, spec, n.inventory);
+      await this.writeStatus(p, p.status!.phase!, base, [assignedCondition, reconciled]);
+      return {};
+    }
+    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, hostsIni, groupVarsYaml));
+    if (!job) {
+      for (const old of jobs) {
+        if (jobState(old).state === "running") {
+          this.log.info("deleting superseded install Job", { provisioning: key, job: old.metadata?.name });
+          await this.deleteJob(namespace, old.metadata!.name!);
+        }
+      }
+      job = await this.createJob(p, hash);
+      this.log.info("created install Job", { provisioning: key, job: n.installJob, hosts: assignedText });
+    }
+    await this.prune(p, jobs, hash);
+    base.podAgents = await this.reconcileAgents(p, spec, n.inventory);
+
+    const inventoryCondition: ConditionInput = {
+      type: CONDITION.inventoryReady,
+      status: "True",
+      reason: "Written",
+      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml)`,
+    };
+    const state = jobState(job);
+    if (state.state === "running") {
+      await this.writeStatus(p, "Installing", base, [
+        { type: CONDITION.ready, status: "False", reason: "Installing", message: `kubespray is running in Job ${n.installJob}` },
+        assignedCondition,
+        inventoryCondition,
+        { type: CONDITION.installing, status: "True", reason: "JobRunning", message: `Job ${n.installJob}; logs: kubectl -n ${namespace} logs -f job/${n.installJob}` },
+        { type: CONDITION.failed, status: "False", reason: "Installing", message: "" },
+        reconciled,
+      ]);
+      return {};
+    }
+    const logs = this.logsHint(namespace, job);
+    if (state.state === "failed") {
+      const message = `install Job ${n.installJob} failed (${state.reason}${state.message ? `: ${state.message}` : ""}); ${logs}. To retry with the same spec, set the annotation ${ANNOTATION_RETRY} to a new value.`;
+      await this.writeStatus(p, "Failed", base, [
+        { type: CONDITION.ready, status: "False", reason: "InstallFailed", message },
+        assignedCondition,
+        inventoryCondition,
+        { type: CONDITION.installing, status: "False", reason: "JobFailed", message: `Job ${n.installJob} failed` },
+        { type: CONDITION.failed, status: "True", reason: "InstallFailed", message },
+        reconciled,
+      ]);
+      return {};
+    }
+    // Succeeded: the runner must have handed the kubeconfig back.
+    const kubeconfig = await this.readKubeconfig(namespace, n.kubeconfig);
+    if (!kubeconfig) {
+      const message = `install Job ${n.installJob} succeeded but the runner handed back no kubeconfig: Secret ${n.kubeconfig} has no "${KUBECONFIG_KEY}" data; ${logs}`;
+      await this.writeStatus(p, "Failed", base, [
+        { type: CONDITION.ready, status: "False", reason: "NoKubeconfig", message },
+        assignedCondition,
+        inventoryCondition,
+        { type: CONDITION.installing, status: "False", reason: "JobSucceeded", message: `Job ${n.installJob} succeeded` },
+        { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message },
+        reconciled,
+      ]);
+      return {};
+    }
+    await this.writeStatus(p, "Ready", base, [
+      { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")` },
+      assignedCondition,
+      inventoryCondition,
+      { type: CONDITION.installing, status: "False", reason: "JobSucceeded", message: `Job ${n.installJob} succeeded` },
+      { type: CONDITION.failed, status: "False", reason: "Installed", message: "" },
+      reconciled,
+    ]);
+    return {};
+  }
+
+  /**
+   * The assignment to use: the one held when the spec is unchanged, complete, and all its
+   * hosts are still there, usable and fitting; otherwise a new plan.
+   */
+  private currentPlan(
+    key: string,
+    p: Provisioning,
+    sh: string,
+    spec: NormalizedSpec,
+    facts: HostFacts[],
+    bmhs: readonly BareMetalHost[],
+  ): Plan | { unmet: string } {
+    const roles = allRoles(spec);
+    const held =
+      this.plans.get(key) ??
+      (p.status?.specHash && p.status.assignedHosts?.length ? { specHash: p.status.specHash, hosts: p.status.assignedHosts } : undefined);
+    if (held && held.specHash === sh && held.hosts.length === roles.length) {
+      const byKey = new Map(facts.map((f) => [f.key, f]));
+      const claims = this.plans.claimsExcept(key);
+      const stillGood = held.hosts.every((h) => {
+        const f = byKey.get(`${h.namespace}/${h.name}`);
+        const role = roles.find((r) => r.role === h.role && r.index === h.index);
+        return f && role && !f.unusable && !claims.has(f.key) && fits(role, f);
+      });
+      if (stillGood) {
+        if (this.plans.get(key) !== held) this.plans.set(key, held);
+        return held;
+      }
+    }
+    const result = planAssignment({ roles, hosts: facts, claimedBy: this.plans.claimsExcept(key) });
+    if (!result.ok) return { unmet: result.message };
+    const bmhByKey = new Map(bmhs.map((b) => [`${b.metadata.namespace}/${b.metadata.name}`, b]));
+    const hosts: AssignedHost[] = result.placements.map(({ role, host }) => {
+      // A role pinned to a MAC uses that NIC's address when it has one.
+      const address = inventoryAddress(bmhByKey.get(host.key)!, role.mac) ?? host.address!;
+      return {
+        name: host.name,
+        namespace: host.namespace,
+        role: role.role,
+        index: role.index,
+        mac: address.mac,
+        ip: address.ip,
+        cpu: host.cpu,
+        ramMebibytes: host.ramMebibytes,
+      };
+    });
+    const plan = { specHash: sh, hosts };
+    this.plans.set(key, plan);
+    this.log.info("assigned hosts", { provisioning: key, hosts: hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
+    return plan;
+  }
+
+  private async createJob(p: Provisioning, hash: string): Promise<V1Job> {
+    const body = installJob(p, this.config, hash);
+    const namespace = p.metadata.namespace!;
+    try {
+      return await this.c.batch.createNamespacedJob({ namespace, body });
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+      const existing = await this.c.batch.readNamespacedJob({ namespace, name: body.metadata!.name! });
+      if (!ownedBy(existing, p.metadata.uid)) {
+        throw new Error(`Job ${body.metadata!.name} exists but belongs to another owner (a deleted Provisioning of the same name?); waiting for it to be deleted`);
+      }
+      return existing;
+    }
+  }
+
+  private async deleteJob(namespace: string, name: string): Promise<void> {
+    try {
+      await this.c.batch.deleteNamespacedJob({ namespace, name, propagationPolicy: "Background" });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  /** Deletes finished Jobs of other hashes beyond the history limit, and inventories no Job uses. */
+  private async prune(p: Provisioning, jobs: readonly V1Job[], current: string): Promise<void> {
+    const namespace = p.metadata.namespace!;
+    const old = jobs
+      .filter((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH] !== current && jobState(j).state !== "running")
+      .sort((a, b) => created(b) - created(a));
+    const keep = Math.max(0, this.config.job.historyLimit - 1);
+    for (const j of old.slice(keep)) await this.deleteJob(namespace, j.metadata!.name!);
+    const keptHashes = new Set([current, ...old.slice(0, keep).map((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH])]);
+    if (old.length === 0) return;
+    const cms = await this.c.core.listNamespacedConfigMap({
+      namespace,
+      labelSelector: `${BPA_GROUP}/component=inventory`,
+    });
+    for (const cm of cms.items) {
+      if (!ownedBy(cm, p.metadata.uid) || keptHashes.has(cm.metadata?.annotations?.[ANNOTATION_INSTALL_HASH])) continue;
+      try {
+        await this.c.core.deleteNamespacedConfigMap({ namespace, name: cm.metadata!.name! });
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    }
+  }
+
+  private logsHint(namespace: string, job: V1Job): string {
+    const pods = this.caches
+      .pods(namespace)
+      .filter((pod) => ownedBy(pod, job.metadata?.uid))
+      .map((pod) => pod.metadata!.name!)
+      .sort();
+    const name = job.metadata!.name!;
+    return `logs: kubectl -n ${namespace} logs job/${name}${pods.length ? ` (pods: ${pods.join(", ")})` : ""}`;
+  }
+
+  private async readKubeconfig(namespace: string, name: string): Promise<string | undefined> {
+    try {
+      const secret = await this.c.core.readNamespacedSecret({ namespace, name });
+      const data = secret.data?.[KUBECONFIG_KEY];
+      return data && Buffer.from(data, "base64").length > 0 ? data : undefined;
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /** The namespace's SSH key Secret, created with a new key pair when absent, and its published public half. */
+  private async ensureSshKey(namespace: string): Promise<string> {
+    const objects = sshObjectNames(this.config);
+    let secret;
+    try {
+      secret = await this.c.core.readNamespacedSecret({ namespace, name: objects.privateKey });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      const pair = generateSshKeyPair(`bpa@${namespace}`);
+      // A concurrent creator (another namespace's reconcile cannot, a second operator should not) wins: read its key.
+      secret = (await ensureSecret(this.c, sshKeySecret(namespace, this.config, pair.privateKey, pair.publicKey))).object;
+      if (!secret.data) secret = await this.c.core.readNamespacedSecret({ namespace, name: objects.privateKey });
+      this.log.info("created the namespace's SSH key", { namespace, secret: objects.privateKey });
+    }
+    const stored = secret.data?.[SSH_PUBLIC_KEY];
+    if (!stored) throw new Error(`Secret ${namespace}/${objects.privateKey} has no "${SSH_PUBLIC_KEY}"; delete it to have a new key made`);
+    const publicKey = Buffer.from(stored, "base64").toString().trim();
+    const cm = sshPublicKeyConfigMap(namespace, this.config, publicKey);
+    const { object: existingCm, created: cmCreated } = await ensureConfigMap(this.c, cm);
+    if (!cmCreated && existingCm.data?.authorized_keys !== cm.data!.authorized_keys) {
+      await this.c.core.replaceNamespacedConfigMap({ namespace, name: objects.publicKey, body: { ...existingCm, data: cm.data } });
+    }
+    const ud = userDataSecret(namespace, this.config, publicKey);
+    const { object: existingUd, created: udCreated } = await ensureSecret(this.c, ud);
+    const wanted = Buffer.from(ud.stringData!.userData!).toString("base64");
+    if (!udCreated && existingUd.data?.userData !== wanted) {
+      await this.c.core.replaceNamespacedSecret({ namespace, name: objects.userData, body: { ...existingUd, data: { userData: wanted } } });
+    }
+    return objects.privateKey;
+  }
+
+  /** Keeps `spec.replicas` agent pods (a Deployment); returns their names for status.podAgents. */
+  private async reconcileAgents(p: Provisioning, spec: NormalizedSpec, inventory: string | undefined): Promise<string[]> {
+    const namespace = p.metadata.namespace!;
+    const n = names(p);
+    const existing = this.caches.deployment(namespace, n.agents);
+    if (spec.replicas === 0) {
+      if (existing && ownedBy(existing, p.metadata.uid)) {
+        try {
+          await this.c.apps.deleteNamespacedDeployment({ namespace, name: n.agents });
+        } catch (error) {
+          if (!isNotFound(error)) throw error;
+        }
+      }
+      return [];
+    }
+    await ensureServiceAccount(this.c, runnerServiceAccount(p));
+    // Before an inventory exists keep the one the Deployment already mounts, if any.
+    const currentInventory = inventory ?? existing?.spec?.template?.spec?.volumes?.find((v) => v.name === "inventory")?.configMap?.name;
+    const want = agentsDeployment(p, this.config, spec.replicas, currentInventory);
+    if (!existing) {
+      try {
+        await this.c.apps.createNamespacedDeployment({ namespace, body: want });
+      } catch (error) {
+        if (!isConflict(error)) throw error;
+      }
+    } else if (
+      existing.spec?.replicas !== want.spec!.replicas ||
+      existing.spec?.template?.spec?.containers?.[0]?.image !== want.spec!.template.spec!.containers[0]!.image ||
+      currentInventory !== existing.spec?.template?.spec?.volumes?.find((v) => v.name === "inventory")?.configMap?.name
+    ) {
+      await this.c.apps.patchNamespacedDeployment(
+        {
+          namespace,
+          name: n.agents,
+          body: { spec: { replicas: want.spec!.replicas, template: want.spec!.template } },
+        },
+        mergePatch,
+      );
+    }
+    const selector = want.spec!.selector.matchLabels!;
+    return this.caches
+      .pods(namespace)
+      .filter((pod) => !pod.metadata?.deletionTimestamp)
+      .filter((pod) => Object.entries(selector).every(([k, v]) => pod.metadata?.labels?.[k] === v))
+      .map((pod) => pod.metadata!.name!)
+      .sort();
+  }
+
+  /** Writes status through the status subresource when it changed. */
+  private async writeStatus(p: Provisioning, phase: Phase, fields: ProvisioningStatus, conditions: ConditionInput[]): Promise<void> {
+    const old = p.status ?? {};
+    const next: ProvisioningStatus = {
+      ...(p.metadata.generation !== undefined ? { observedGeneration: p.metadata.generation } : {}),
+      phase,
+      // Unsatisfiable or invalid: the previous assignment stays visible.
+      assignedHosts: fields.assignedHosts ?? old.assignedHosts,
+      specHash: fields.specHash ?? old.specHash,
+      installHash: fields.installHash ?? old.installHash,
+      installJob: fields.installJob ?? old.installJob,
+      inventoryConfigMap: fields.inventoryConfigMap ?? old.inventoryConfigMap,
+      kubeconfigSecret: fields.kubeconfigSecret ?? old.kubeconfigSecret,
+      sshKeySecret: fields.sshKeySecret ?? old.sshKeySecret,
+      podAgents: fields.podAgents ?? old.podAgents ?? [],
+      conditions: mergeConditions(old.conditions, conditions, p.metadata.generation, this.now().toISOString().replace(/\.\d{3}Z$/, "Z")),
+    };
+    for (const k of Object.keys(next) as (keyof ProvisioningStatus)[]) if (next[k] === undefined) delete next[k];
+    if (jsonEqual(old, next)) return;
+    await this.c.custom.patchNamespacedCustomObjectStatus(
+      {
+        group: BPA_GROUP,
+        version: BPA_VERSION,
+        namespace: p.metadata.namespace!,
+        plural: PROVISIONING_PLURAL,
+        name: p.metadata.name!,
+        body: statusPatch(old, next),
+      },
+      mergePatch,
+    );
+  }
+
+  /** Best effort, after a reconcile error: say so in status, keep everything else. */
+  async reportError(key: string, error: unknown, retryInMs: number): Promise<void> {
+    const [namespace, name] = key.split("/") as [string, string];
+    const p = this.caches.provisioning(namespace, name);
+    if (!p || p.metadata.deletionTimestamp) return;
+    const message = `${errorMessage(error)}; retrying in ${Math.round(retryInMs / 1000)}s`;
+    const conditions: Condition[] = mergeConditions(
+      p.status?.conditions,
+      [{ type: CONDITION.reconciled, status: "False", reason: "ReconcileError", message }],
+      p.metadata.generation,
+      this.now().toISOString().replace(/\.\d{3}Z$/, "Z"),
+    );
+    try {
+      await this.c.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: BPA_GROUP,
+          version: BPA_VERSION,
+          namespace,
+          plural: PROVISIONING_PLURAL,
+          name,
+          body: { status: { conditions } },
+        },
+        mergePatch,
+      );
+    } catch (patchError) {
+      this.log.warn("cannot write the error to status", { provisioning: key, error: errorMessage(patchError) });
+    }
+  }
+}

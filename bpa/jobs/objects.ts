@@ -1,0 +1,251 @@
+/**
+ * Builders of the objects the operator creates for a Provisioning: pure functions from
+ * (Provisioning, configuration, plan) to Kubernetes objects, unit-tested without a cluster.
+ */
+import type {
+  V1ConfigMap,
+  V1Deployment,
+  V1Job,
+  V1Role,
+  V1RoleBinding,
+  V1Secret,
+  V1ServiceAccount,
+  V1Volume,
+  V1VolumeMount,
+  V1EnvVar,
+} from "@kubernetes/client-node";
+import { ANNOTATION_INSTALL_HASH, LABEL_INSTALL_HASH, LABEL_MANAGED_BY, MANAGED_BY } from "../api/constants.js";
+import type { Provisioning } from "../api/types.js";
+import type { BpaConfig } from "../config/config.js";
+import {
+  INVENTORY_KEY_GROUP_VARS,
+  INVENTORY_KEY_HOSTS,
+  KUBECONFIG_KEY,
+  RUNNER_ENV,
+  RUNNER_INVENTORY_DIR,
+  RUNNER_INVENTORY_PATH,
+  RUNNER_SSH_DIR,
+  RUNNER_SSH_KEY_PATH,
+  SSH_PRIVATE_KEY,
+  SSH_PUBLIC_KEY,
+} from "./contract.js";
+import { childLabels, names, ownerReference } from "./names.js";
+import { cloudInitUserData } from "./ssh-key.js";
+
+export const COMPONENT = {
+  install: "install",
+  inventory: "inventory",
+  kubeconfig: "kubeconfig",
+  runner: "runner",
+  agent: "agent",
+} as const;
+
+/** Names of the per-namespace objects that publish the SSH key. */
+export function sshObjectNames(config: BpaConfig) {
+  return {
+    privateKey: config.sshKeySecret,
+    publicKey: `${config.sshKeySecret}-public`,
+    userData: `${config.sshKeySecret}-user-data`,
+  };
+}
+
+function meta(p: Provisioning, name: string, component: string, extraLabels: Record<string, string> = {}) {
+  return {
+    name,
+    namespace: p.metadata.namespace!,
+    labels: { ...childLabels(p, component), ...extraLabels },
+    ownerReferences: [ownerReference(p)],
+  };
+}
+
+export function inventoryConfigMap(p: Provisioning, hash: string, hostsIni: string, groupVarsYaml: string): V1ConfigMap {
+  const n = names(p, hash);
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: {
+      ...meta(p, n.inventory!, COMPONENT.inventory, { [LABEL_INSTALL_HASH]: hash.slice(0, 16) }),
+      annotations: { [ANNOTATION_INSTALL_HASH]: hash },
+    },
+    immutable: true,
+    data: { [INVENTORY_KEY_HOSTS]: hostsIni, [INVENTORY_KEY_GROUP_VARS]: groupVarsYaml },
+  };
+}
+
+/** The Secret the runner fills with the application cluster's kubeconfig (empty until then). */
+export function kubeconfigSecret(p: Provisioning): V1Secret {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: meta(p, names(p).kubeconfig, COMPONENT.kubeconfig),
+    type: "Opaque",
+  };
+}
+
+/** The runner's identity: allowed to read and write its one kubeconfig Secret, nothing else. */
+export function runnerServiceAccount(p: Provisioning): V1ServiceAccount {
+  return { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(p, names(p).runner, COMPONENT.runner) };
+}
+
+export function runnerRole(p: Provisioning): V1Role {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "Role",
+    metadata: meta(p, names(p).runner, COMPONENT.runner),
+    rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [names(p).kubeconfig], verbs: ["get", "update", "patch"] }],
+  };
+}
+
+export function runnerRoleBinding(p: Provisioning): V1RoleBinding {
+  const n = names(p);
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: meta(p, n.runner, COMPONENT.runner),
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: n.runner },
+    subjects: [{ kind: "ServiceAccount", name: n.runner, namespace: p.metadata.namespace! }],
+  };
+}
+
+function runnerEnv(p: Provisioning, config: BpaConfig, mode: "install" | "agent", hash?: string): V1EnvVar[] {
+  const env: V1EnvVar[] = [
+    { name: RUNNER_ENV.mode, value: mode },
+    { name: RUNNER_ENV.provisioning, value: p.metadata.name! },
+    { name: RUNNER_ENV.namespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+    { name: RUNNER_ENV.inventory, value: RUNNER_INVENTORY_PATH },
+    { name: RUNNER_ENV.sshKey, value: RUNNER_SSH_KEY_PATH },
+    { name: RUNNER_ENV.playbook, value: config.playbook },
+    { name: RUNNER_ENV.kubeconfigSecret, value: names(p).kubeconfig },
+    { name: RUNNER_ENV.kubeconfigKey, value: KUBECONFIG_KEY },
+    { name: "ANSIBLE_HOST_KEY_CHECKING", value: "False" },
+  ];
+  if (hash) env.push({ name: RUNNER_ENV.installHash, value: hash });
+  return env;
+}
+
+function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
+  const volumes: V1Volume[] = [
+    {
+      name: "ssh",
+      secret: { secretName: config.sshKeySecret, defaultMode: 0o400, items: [{ key: SSH_PRIVATE_KEY, path: "id_ed25519" }] },
+    },
+  ];
+  const mounts: V1VolumeMount[] = [{ name: "ssh", mountPath: RUNNER_SSH_DIR, readOnly: true }];
+  if (inventoryName) {
+    volumes.push({
+      name: "inventory",
+      configMap: {
+        name: inventoryName,
+        items: [
+          { key: INVENTORY_KEY_HOSTS, path: "hosts.ini" },
+          { key: INVENTORY_KEY_GROUP_VARS, path: "group_vars/all/offline.yml" },
+        ],
+      },
+    });
+    mounts.push({ name: "inventory", mountPath: RUNNER_INVENTORY_DIR, readOnly: true });
+  }
+  return { volumes, mounts };
+}
+
+export function installJob(p: Provisioning, config: BpaConfig, hash: string): V1Job {
+  const n = names(p, hash);
+  const hashLabel = { [LABEL_INSTALL_HASH]: hash.slice(0, 16) };
+  const { volumes, mounts } = runnerVolumes(config, n.inventory);
+  return {
+    apiVersion: "batch/v1",
+    kind: "Job",
+    metadata: { ...meta(p, n.installJob!, COMPONENT.install, hashLabel), annotations: { [ANNOTATION_INSTALL_HASH]: hash } },
+    spec: {
+      backoffLimit: config.job.backoffLimit,
+      activeDeadlineSeconds: config.job.activeDeadlineSeconds,
+      template: {
+        metadata: { labels: { ...childLabels(p, COMPONENT.install), ...hashLabel } },
+        spec: {
+          restartPolicy: "Never",
+          serviceAccountName: n.runner,
+          containers: [
+            {
+              name: "kubespray",
+              image: config.runnerImage,
+              imagePullPolicy: "IfNotPresent",
+              args: ["install"],
+              env: runnerEnv(p, config, "install", hash),
+              volumeMounts: mounts,
+            },
+          ],
+          volumes,
+        },
+      },
+    },
+  };
+}
+
+/**
+ * The provisioning agents of seed 002: `spec.replicas` pods running the runner image in
+ * agent mode, kept running by a Deployment (a dead pod is replaced by the Deployment
+ * controller). They carry the SSH key and the current inventory.
+ */
+export function agentsDeployment(p: Provisioning, config: BpaConfig, replicas: number, inventoryName: string | undefined): V1Deployment {
+  const n = names(p);
+  const selector = childLabels(p, COMPONENT.agent);
+  delete selector[LABEL_MANAGED_BY];
+  const { volumes, mounts } = runnerVolumes(config, inventoryName);
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: meta(p, n.agents, COMPONENT.agent),
+    spec: {
+      replicas,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels: { ...selector, [LABEL_MANAGED_BY]: MANAGED_BY } },
+        spec: {
+          serviceAccountName: n.runner,
+          containers: [
+            {
+              name: "agent",
+              image: config.agentImage,
+              imagePullPolicy: "IfNotPresent",
+              args: ["agent"],
+              env: runnerEnv(p, config, "agent"),
+              volumeMounts: mounts,
+            },
+          ],
+          volumes,
+        },
+      },
+    },
+  };
+}
+
+/** The per-namespace SSH key (not owned by any Provisioning: the hosts keep trusting it). */
+export function sshKeySecret(namespace: string, config: BpaConfig, privateKey: string, publicKey: string): V1Secret {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: sshObjectNames(config).privateKey, namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
+    type: "kubernetes.io/ssh-auth",
+    stringData: { [SSH_PRIVATE_KEY]: privateKey, [SSH_PUBLIC_KEY]: publicKey },
+  };
+}
+
+/** The public half, readable without access to Secrets. */
+export function sshPublicKeyConfigMap(namespace: string, config: BpaConfig, publicKey: string): V1ConfigMap {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: sshObjectNames(config).publicKey, namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
+    data: { authorized_keys: `${publicKey}\n` },
+  };
+}
+
+/** cloud-init user-data for BareMetalHost spec.userData (Metal3 reads the key "userData"). */
+export function userDataSecret(namespace: string, config: BpaConfig, publicKey: string): V1Secret {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: sshObjectNames(config).userData, namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
+    type: "Opaque",
+    stringData: { userData: cloudInitUserData(publicKey, config.sshUser) },
+  };
+}
