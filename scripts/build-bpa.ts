@@ -15,7 +15,7 @@ const result = await build({
   bundle: true,
   platform: "node",
   format: "esm",
-  target: "node20",
+  target: "node18", // Debian bookworm ships nodejs 18.20; trixie 20.x
   sourcemap: false,
   minify: false,
   legalComments: "eof",
