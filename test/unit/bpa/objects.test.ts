@@ -1,0 +1,155 @@
+import { describe, expect, it } from "vitest";
+import type { Provisioning } from "../../../bpa/api/types.js";
+import { loadConfig } from "../../../bpa/config/config.js";
+import { installHash } from "../../../bpa/jobs/hash.js";
+import { childName, names } from "../../../bpa/jobs/names.js";
+import {
+  agentsDeployment,
+  installJob,
+  inventoryConfigMap,
+  runnerRole,
+  runnerRoleBinding,
+  userDataSecret,
+} from "../../../bpa/jobs/objects.js";
+import { testConfig } from "../../fixtures/bpa/config.js";
+
+const p: Provisioning = {
+  apiVersion: "bpa.akraino.org/v1alpha1",
+  kind: "Provisioning",
+  metadata: { name: "provisioning-sample", namespace: "team-a", uid: "1111-2222", generation: 1 },
+  spec: { master: { cpu: 10, memory: "4Gi" }, worker: { cpu: 20, memory: "8Gi" }, replicas: 2 },
+};
+const hash = "0123456789abcdef".repeat(4);
+const config = testConfig();
+
+describe("names", () => {
+  it("derives child names from the Provisioning and the install hash", () => {
+    expect(names(p, hash)).toEqual({
+      installJob: "provisioning-sample-install-01234567",
+      inventory: "provisioning-sample-inventory-01234567",
+      kubeconfig: "provisioning-sample-kubeconfig",
+      runner: "provisioning-sample-runner",
+      agents: "provisioning-sample-agents",
+    });
+  });
+
+  it("keeps long names within 63 characters and unique", () => {
+    const a = childName("a".repeat(100), "install-01234567");
+    const b = childName(`${"a".repeat(99)}b`, "install-01234567");
+    expect(a.length).toBeLessThanOrEqual(63);
+    expect(a.endsWith("-install-01234567")).toBe(true);
+    expect(a).not.toBe(b);
+  });
+});
+
+describe("install hash", () => {
+  const host = { name: "h1", namespace: "ns", role: "master" as const, index: 0, ip: "10.0.0.1", mac: "52:54:00:00:00:01", cpu: 8, ramMebibytes: 8192 };
+  it("changes with the hosts, their addresses and the retry token, not with their order", () => {
+    const w = { ...host, name: "h2", role: "worker" as const, ip: "10.0.0.2" };
+    const h = installHash("spec", [host, w], "");
+    expect(installHash("spec", [w, host], "")).toBe(h);
+    expect(installHash("spec", [host, { ...w, ip: "10.0.0.3" }], "")).not.toBe(h);
+    expect(installHash("spec", [host, w], "1")).not.toBe(h);
+    expect(installHash("spec2", [host, w], "")).not.toBe(h);
+  });
+});
+
+describe("install Job", () => {
+  const job = installJob(p, config, hash);
+  it("is owned by the Provisioning (garbage collection deletes it with its owner)", () => {
+    expect(job.metadata?.ownerReferences).toEqual([
+      { apiVersion: "bpa.akraino.org/v1alpha1", kind: "Provisioning", name: "provisioning-sample", uid: "1111-2222", controller: true, blockOwnerDeletion: true },
+    ]);
+    expect(job.metadata?.annotations?.["bpa.akraino.org/install-hash"]).toBe(hash);
+  });
+
+  it("runs the configured runner image once, with the runner contract's mounts and environment", () => {
+    const spec = job.spec!;
+    expect(spec.backoffLimit).toBe(0);
+    const pod = spec.template.spec!;
+    expect(pod.restartPolicy).toBe("Never");
+    expect(pod.serviceAccountName).toBe("provisioning-sample-runner");
+    const container = pod.containers[0]!;
+    expect(container.image).toBe("192.168.100.1:5000/icn/kubespray-runner:2.27.0");
+    expect(container.volumeMounts).toEqual([
+      { name: "ssh", mountPath: "/ssh", readOnly: true },
+      { name: "inventory", mountPath: "/inventory", readOnly: true },
+    ]);
+    const env = Object.fromEntries(container.env!.map((e) => [e.name, e.value ?? e.valueFrom?.fieldRef?.fieldPath]));
+    expect(env).toMatchObject({
+      BPA_MODE: "install",
+      BPA_INVENTORY: "/inventory/hosts.ini",
+      BPA_SSH_KEY: "/ssh/id_ed25519",
+      BPA_PLAYBOOK: "cluster.yml",
+      BPA_KUBECONFIG_SECRET: "provisioning-sample-kubeconfig",
+      BPA_KUBECONFIG_SECRET_KEY: "kubeconfig",
+      BPA_NAMESPACE: "metadata.namespace",
+      BPA_INSTALL_HASH: hash,
+    });
+    const inventory = pod.volumes!.find((v) => v.name === "inventory")!.configMap!;
+    expect(inventory.name).toBe("provisioning-sample-inventory-01234567");
+    expect(inventory.items).toEqual([
+      { key: "hosts.ini", path: "hosts.ini" },
+      { key: "offline.yml", path: "group_vars/all/offline.yml" },
+    ]);
+    expect(pod.volumes!.find((v) => v.name === "ssh")!.secret).toEqual({
+      secretName: "bpa-ssh-key",
+      defaultMode: 0o400,
+      items: [{ key: "ssh-privatekey", path: "id_ed25519" }],
+    });
+  });
+
+  it("keeps the inventory in an immutable ConfigMap", () => {
+    const cm = inventoryConfigMap(p, hash, "[all]\n", "---\n");
+    expect(cm.immutable).toBe(true);
+    expect(Object.keys(cm.data!)).toEqual(["hosts.ini", "offline.yml"]);
+  });
+});
+
+describe("runner permissions", () => {
+  it("allow get/update/patch on the one kubeconfig Secret and nothing else", () => {
+    expect(runnerRole(p).rules).toEqual([
+      { apiGroups: [""], resources: ["secrets"], resourceNames: ["provisioning-sample-kubeconfig"], verbs: ["get", "update", "patch"] },
+    ]);
+    expect(runnerRoleBinding(p).subjects).toEqual([{ kind: "ServiceAccount", name: "provisioning-sample-runner", namespace: "team-a" }]);
+  });
+});
+
+describe("agents", () => {
+  it("are a Deployment of spec.replicas runner pods in agent mode", () => {
+    const d = agentsDeployment(p, config, 2, "provisioning-sample-inventory-01234567");
+    expect(d.spec!.replicas).toBe(2);
+    expect(d.spec!.selector.matchLabels).toEqual({ "bpa.akraino.org/provisioning": "provisioning-sample", "bpa.akraino.org/component": "agent" });
+    expect(d.spec!.template.metadata!.labels).toMatchObject(d.spec!.selector.matchLabels!);
+    expect(d.spec!.template.spec!.containers[0]!.args).toEqual(["agent"]);
+  });
+});
+
+describe("user-data", () => {
+  it("is a Secret with the key Metal3 reads", () => {
+    const s = userDataSecret("team-a", config, "ssh-ed25519 AAAA bpa@team-a");
+    expect(Object.keys(s.stringData!)).toEqual(["userData"]);
+    expect(s.stringData!.userData).toContain("ssh-ed25519 AAAA bpa@team-a");
+  });
+});
+
+describe("configuration", () => {
+  it("fills defaults: agent image, image repositories and containerd mirrors", () => {
+    expect(config.agentImage).toBe(config.runnerImage);
+    expect(config.filesRepo).toBe("http://192.168.100.1:8080/kubespray");
+    expect(config.containerdMirrors.map((m) => m.prefix)).toContain("registry.k8s.io");
+    expect(config.leaderElection).toMatchObject({ enabled: true, leaseDurationSeconds: 15 });
+  });
+
+  it("takes environment overrides and names the bad fields with their variables", () => {
+    const c = loadConfig({
+      env: { BPA_RUNNER_IMAGE: "r.local/runner:1", BPA_REGISTRY_HOST: "10.1.1.1:5000", BPA_FILES_REPO: "http://10.1.1.1", POD_NAMESPACE: "ops", BPA_WATCH_NAMESPACE: "" },
+    });
+    expect(c).toMatchObject({ runnerImage: "r.local/runner:1", registryHost: "10.1.1.1:5000", namespace: "ops", watchNamespace: "" });
+    expect(() => loadConfig({ env: { BPA_RUNNER_IMAGE: "Not An Image", BPA_REGISTRY_HOST: "x y", BPA_FILES_REPO: "ftp://x" } })).toThrow(
+      /runnerImage \(or env BPA_RUNNER_IMAGE\): an image reference[\s\S]*registryHost \(or env BPA_REGISTRY_HOST\)[\s\S]*filesRepo/,
+    );
+    expect(() => testConfig({ leaderElection: { leaseDurationSeconds: 5, renewDeadlineSeconds: 5 } })).toThrow(/renewDeadlineSeconds: must be shorter/);
+    expect(() => testConfig({ unknownField: 1 })).toThrow(/Unrecognized key/);
+  });
+});
