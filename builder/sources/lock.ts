@@ -230,3 +230,43 @@ async function scratchDir(prefix: string): Promise<string> {
   await mkdir(root, { recursive: true });
   return mkdtemp(join(root, `${prefix}-`));
 }
+
+/** Where official Kubernetes release binaries live (the `upstream` profile). */
+export const KUBERNETES_RELEASE_BASE = "https://dl.k8s.io/release";
+
+/**
+ * Pins the official release binaries of the pinned Kubernetes version as `url`
+ * entries of the `upstream` profile, with the digests the release publishes
+ * beside each binary (`<binary>.sha256`). Needs access to the release host; not
+ * reachable in this project's build environment, so the default stays gomod.
+ */
+export async function lockUpstreamKubernetes(opts: { lockPath?: string; baseUrl?: string; arch?: string; log?: LockContext["log"] } = {}): Promise<Artifacts> {
+  const lockPath = opts.lockPath ?? DEFAULT_LOCK;
+  const log = opts.log ?? defaultLog;
+  const raw = await readLockRaw(lockPath);
+  const artifacts = Artifacts.parse(raw.artifacts ?? {});
+  const k8s = artifacts.kubernetes;
+  if (k8s?.source !== "gomod") throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "run 'icn-bootstrap lock-artifacts --kubernetes vX.Y.Z' first");
+  const base = (opts.baseUrl ?? KUBERNETES_RELEASE_BASE).replace(/\/$/, "");
+  for (const binary of Object.keys(k8s.binaries)) {
+    const url = `${base}/${k8s.version}/bin/linux/${opts.arch ?? "amd64"}/${binary}`;
+    let text: string;
+    try {
+      const response = await fetch(`${url}.sha256`, { signal: AbortSignal.timeout(30_000) });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      text = await response.text();
+    } catch (error) {
+      throw new UserError(`${binary}: cannot read the published digest ${url}.sha256: ${(error as Error).message}`, "the upstream profile needs access to the Kubernetes release host; without it, use the default gomod profile");
+    }
+    const digest = /^[0-9a-f]{64}\b/.exec(text.trim())?.[0];
+    if (!digest) throw new UserError(`${binary}: ${url}.sha256 does not hold a sha256 digest`, "check the release base URL");
+    const name = `${binary}`;
+    const existing = artifacts[name];
+    if (existing && existing.source !== "url") throw new UserError(`lock entry '${name}' already exists and is not a url entry`, "rename that entry");
+    artifacts[name] = { source: "url", url, sha256: digest, version: k8s.version, executable: true, profile: "upstream" };
+    log("lock", `${binary}: upstream ${url} sha256 ${digest.slice(0, 12)}`);
+  }
+  const parsed = Artifacts.parse(artifacts);
+  await writeLockRaw(lockPath, { ...raw, version: raw.version ?? 1, artifacts: parsed });
+  return parsed;
+}
