@@ -4,6 +4,7 @@ import yaml from "js-yaml";
 import { z } from "zod";
 import { tempSibling } from "./cache.js";
 import { UserError } from "./errors.js";
+import { Artifacts } from "./sources/schema.js";
 
 /**
  * The lock file pins every external input. Debian packages are pinned by exact
@@ -23,7 +24,7 @@ export const LockFile = z
       })
       .strict(),
     /** External artifacts (binaries, tarballs, images) by name; see builder/sources. */
-    artifacts: z.record(z.string(), z.unknown()).default({}),
+    artifacts: Artifacts.default({}),
   })
   .strict();
 

@@ -1,3 +1,5 @@
 import type { Command } from "./command.js";
+import { fetchCommand } from "./fetch.js";
+import { lockArtifactsCommand } from "./lock-artifacts.js";
 
-export const commands: Command[] = [];
+export const commands: Command[] = [fetchCommand, lockArtifactsCommand];

@@ -1,0 +1,58 @@
+import { resolve } from "node:path";
+import { parseCommandArgs } from "../args.js";
+import { DEFAULT_LOCK } from "../lockfile.js";
+import { log } from "../log.js";
+import { KUBERNETES_RELEASE_BASE, lockArtifacts, lockUpstreamKubernetes } from "../sources/lock.js";
+import type { Command } from "./command.js";
+
+const usage = `usage: icn-bootstrap lock-artifacts [--kubernetes vX.Y.Z] [--etcd vX.Y.Z] [--coredns vX.Y.Z] [--lock FILE]
+       icn-bootstrap lock-artifacts --upstream [--release-base URL] [--lock FILE]
+
+Pins the Go-module artifacts in the lock file. The Kubernetes version is the one
+pin; etcd and CoreDNS follow it (the versions kubeadm of that release deploys,
+read from its cmd/kubeadm/app/constants) unless overridden. For each group it
+generates go/<group>/go.mod (with Kubernetes' staging replace directives turned
+into published versions) and go/<group>/go.sum with 'go mod tidy', and records
+the go.sum digest in the lock file. Commit go/ and the lock file afterwards.
+
+Needs the Go module proxy. Checksums are verified against the checksum database
+as configured in Go (GOSUMDB); where it is unreachable, run with GOSUMDB=off and
+review the generated go.sum before committing it.
+
+options:
+  --kubernetes V   Kubernetes release to pin (default: the one already pinned)
+  --etcd V         override the etcd version derived from kubeadm
+  --coredns V      override the CoreDNS version derived from kubeadm
+  --lock FILE      the lock file (default: appliance.lock.yaml)
+  --upstream       instead: pin the official release binaries of the pinned
+                   Kubernetes version as url entries of the 'upstream' profile
+                   (digests from the release's <binary>.sha256 files; needs
+                   access to ${KUBERNETES_RELEASE_BASE})
+  --release-base U the release base URL for --upstream`;
+
+export const lockArtifactsCommand: Command = {
+  name: "lock-artifacts",
+  summary: "pin Kubernetes (and the etcd/CoreDNS it expects) and generate go/<group>/go.mod + go.sum",
+  usage,
+  async run(argv) {
+    const { values } = parseCommandArgs("lock-artifacts", argv, {
+      kubernetes: { type: "string" },
+      etcd: { type: "string" },
+      coredns: { type: "string" },
+      lock: { type: "string" },
+      upstream: { type: "boolean", default: false },
+      "release-base": { type: "string" },
+    });
+    const lockPath = values.lock ? resolve(values.lock) : DEFAULT_LOCK;
+    if (values.upstream) {
+      await lockUpstreamKubernetes({ lockPath, baseUrl: values["release-base"] });
+      log("lock", `wrote ${lockPath}`);
+      return;
+    }
+    const artifacts = await lockArtifacts({ lockPath, kubernetes: values.kubernetes, etcd: values.etcd, coredns: values.coredns });
+    for (const [name, entry] of Object.entries(artifacts)) {
+      log("lock", `${name}: ${entry.source === "gomod" ? `${entry.module} ${entry.version}` : entry.url}`);
+    }
+    log("lock", `wrote ${lockPath}`);
+  },
+};

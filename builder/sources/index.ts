@@ -1,0 +1,117 @@
+import { readFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import yaml from "js-yaml";
+import { ContentStore } from "../cache.js";
+import { UserError } from "../errors.js";
+import { DEFAULT_LOCK } from "../lockfile.js";
+import { log as defaultLog } from "../log.js";
+import { ensureGoModBinary, type ArtifactResult, type SourceContext } from "./gomod.js";
+import { Artifacts, targetsOf, type ArtifactTarget, type Profile } from "./schema.js";
+import { ensureUrlFile, type DownloadOptions } from "./url.js";
+
+export type { ArtifactResult } from "./gomod.js";
+
+export interface LoadedArtifacts {
+  lockPath: string;
+  /** Relative paths in artifact entries are resolved against the lock file's directory. */
+  baseDir: string;
+  artifacts: Artifacts;
+}
+
+/**
+ * Reads only the `artifacts` part of a lock file, so fetching artifacts (and the
+ * test harness) does not depend on the other sections being resolved yet.
+ */
+export async function loadArtifacts(lockPath: string = DEFAULT_LOCK): Promise<LoadedArtifacts> {
+  let text: string;
+  try {
+    text = await readFile(lockPath, "utf8");
+  } catch {
+    throw new UserError(`lock file ${lockPath} is missing`, "run 'icn-bootstrap lock-artifacts' to pin the artifacts");
+  }
+  let raw: unknown;
+  try {
+    raw = yaml.load(text, { filename: lockPath });
+  } catch (error) {
+    throw new UserError(`${lockPath}: not valid YAML: ${(error as Error).message}`, "fix the YAML syntax, or regenerate the file");
+  }
+  const result = Artifacts.safeParse((raw as { artifacts?: unknown } | null)?.artifacts ?? {});
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new UserError(`${lockPath}: artifacts.${issue.path.join(".")}: ${issue.message}`, "fix the entry, or regenerate it with 'icn-bootstrap lock-artifacts'");
+  }
+  checkUniqueBinaries(result.data, lockPath);
+  return { lockPath, baseDir: dirname(lockPath), artifacts: result.data };
+}
+
+function checkUniqueBinaries(artifacts: Artifacts, lockPath: string): void {
+  const seen = new Map<string, string>();
+  for (const [entryName, entry] of Object.entries(artifacts)) {
+    const names = entry.source === "gomod" ? Object.keys(entry.binaries) : [entryName];
+    for (const name of names) {
+      const key = `${entry.profile}/${name}`;
+      const other = seen.get(key);
+      if (other) throw new UserError(`${lockPath}: artifact '${name}' is provided twice in profile ${entry.profile} (by '${other}' and '${entryName}')`, "remove one of the two entries");
+      seen.set(key, entryName);
+    }
+  }
+}
+
+/** The binaries to produce; `only` takes binary names or entry names (an entry stands for all its binaries). */
+export function selectTargets(loaded: LoadedArtifacts, opts: { only?: string[]; profile?: Profile } = {}): ArtifactTarget[] {
+  const all = targetsOf(loaded.artifacts, opts.profile ?? "default");
+  if (!opts.only?.length) return all;
+  const picked = new Set<ArtifactTarget>();
+  for (const wanted of opts.only) {
+    const matches = all.filter((t) => t.name === wanted || t.entryName === wanted);
+    if (matches.length === 0) {
+      throw new UserError(`no artifact named '${wanted}' in ${loaded.lockPath}`, `choose from: ${all.map((t) => t.name).join(", ")}`);
+    }
+    matches.forEach((m) => picked.add(m));
+  }
+  return all.filter((t) => picked.has(t));
+}
+
+export interface EnsureOptions extends DownloadOptions {
+  lockPath?: string;
+  only?: string[];
+  profile?: Profile;
+  store?: ContentStore;
+  log?: SourceContext["log"];
+  goEnv?: Record<string, string | undefined>;
+  heartbeatMs?: number;
+}
+
+/**
+ * Makes every selected artifact present and verified in the content store: a cache
+ * hit re-hashes the stored file; a miss builds (gomod) or downloads (url) it.
+ * Builds run one after the other (each go build uses every core already).
+ */
+export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<ArtifactResult[]> {
+  const loaded = await loadArtifacts(opts.lockPath);
+  const targets = selectTargets(loaded, opts);
+  const ctx: SourceContext = {
+    baseDir: loaded.baseDir,
+    store: opts.store ?? new ContentStore(),
+    log: opts.log ?? defaultLog,
+    goEnv: opts.goEnv,
+    heartbeatMs: opts.heartbeatMs,
+  };
+  const results: ArtifactResult[] = [];
+  for (const target of targets) {
+    results.push(target.source === "gomod" ? await ensureGoModBinary(target.name, target.entry, target.package, ctx) : await ensureUrlFile(target.name, target.entry, ctx, opts));
+  }
+  return results;
+}
+
+/** Paths of named binaries (building or downloading what is missing), e.g. for the test harness. */
+export async function artifactPaths<N extends string>(names: N[], opts: Omit<EnsureOptions, "only"> = {}): Promise<Record<N, string>> {
+  const results = await ensureArtifacts({ ...opts, only: names });
+  const paths = {} as Record<N, string>;
+  for (const name of names) {
+    const result = results.find((r) => r.name === name);
+    if (!result) throw new UserError(`artifact '${name}' is not a binary of the lock file`, "name a binary, not an entry");
+    paths[name] = result.path;
+  }
+  return paths;
+}
