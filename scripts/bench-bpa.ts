@@ -1,0 +1,181 @@
+/**
+ * BPA benchmarks (npm run bench:bpa):
+ *
+ *  1. Role assignment time for 5,000 hosts and 100 roles (target < 200 ms), median of
+ *     several runs, with a 500-host baseline measured in the same run.
+ *  2. Time from creating a Provisioning to its install Job existing, against a real
+ *     kube-apiserver started by the test harness (target < 2 s).
+ *
+ * Prints a table; `--json FILE` also writes the figures.
+ */
+import { writeFile } from "node:fs/promises";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { readFile } from "node:fs/promises";
+import yaml from "js-yaml";
+import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
+import type { RoleRequirement } from "../bpa/api/spec.js";
+import { hostFacts, type HostFacts } from "../bpa/assign/hosts.js";
+import { planAssignment } from "../bpa/assign/plan.js";
+import { parseConfig } from "../bpa/config/config.js";
+import { makeClients, mergePatch } from "../bpa/controller/kube.js";
+import { silentLogger } from "../bpa/controller/log.js";
+import { Operator } from "../bpa/operator.js";
+import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
+import { bmh } from "../test/fixtures/bpa/hosts.js";
+
+const { values } = parseArgs({
+  options: {
+    json: { type: "string" },
+    runs: { type: "string", default: "9" },
+    "api-runs": { type: "string", default: "15" },
+    "skip-api": { type: "boolean", default: false },
+  },
+});
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
+
+/** A data-centre-like inventory: a few hardware generations, some SR-IOV NICs and QAT cards. */
+function inventory(count: number, seed: number): HostFacts[] {
+  const rand = prng(seed);
+  const shapes = [
+    [8, 16384], [16, 32768], [16, 65536], [32, 65536], [32, 131072], [48, 196608], [64, 262144], [96, 524288],
+  ] as const;
+  const hosts: HostFacts[] = [];
+  for (let i = 0; i < count; i++) {
+    const [cpu, ram] = shapes[Math.floor(rand() * shapes.length)]!;
+    const labels: Record<string, string> = {};
+    if (rand() < 0.3) labels[LABEL_SRIOV] = "true";
+    if (rand() < 0.1) labels[LABEL_QAT] = "true";
+    hosts.push(hostFacts(bmh({ name: `host-${String(i).padStart(5, "0")}`, cpu, ram, labels, ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` })));
+  }
+  return hosts;
+}
+
+function roles(count: number, seed: number): RoleRequirement[] {
+  const rand = prng(seed);
+  const out: RoleRequirement[] = [];
+  for (let i = 0; i < count; i++) {
+    const master = i < 5;
+    out.push({
+      role: master ? "master" : "worker",
+      index: master ? i : i - 5,
+      cpu: [8, 16, 24, 32][Math.floor(rand() * 4)]!,
+      memoryBytes: [16, 32, 64, 128][Math.floor(rand() * 4)]! * 2 ** 30,
+      sriov: !master && rand() < 0.4,
+      qat: !master && rand() < 0.15,
+    });
+  }
+  return out;
+}
+
+function benchAssignment(hostCount: number, roleCount: number, runs: number) {
+  const hosts = inventory(hostCount, 42);
+  const rs = roles(roleCount, 7);
+  planAssignment({ roles: rs, hosts }); // warm-up (JIT)
+  const times: number[] = [];
+  let ok = false;
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const result = planAssignment({ roles: rs, hosts });
+    times.push(performance.now() - t0);
+    ok = result.ok;
+  }
+  return { hosts: hostCount, roles: roleCount, runs, medianMs: median(times), maxMs: Math.max(...times), assigned: ok };
+}
+
+async function applyCrds(kc: KubeConfig): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
+  for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
+    const body = yaml.load(await readFile(new URL(`../${file}`, import.meta.url), "utf8")) as V1CustomResourceDefinition;
+    await api.createCustomResourceDefinition({ body });
+    for (;;) {
+      const crd = await api.readCustomResourceDefinition({ name: body.metadata!.name! });
+      if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+async function benchCreateToJob(runs: number) {
+  const server = await startKubeTestServer({ log: () => {} });
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromFile(server.kubeconfigPath);
+    const c = makeClients(kc);
+    await applyCrds(kc);
+    const namespace = "bench";
+    await c.core.createNamespace({ body: { metadata: { name: namespace } } });
+    // Enough hosts for every run: one master each.
+    for (let i = 0; i < runs; i++) {
+      const host = bmh({ name: `h${i}`, cpu: 16, ram: 16384, namespace });
+      const { status, ...rest } = host;
+      await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, body: rest });
+      await c.custom.patchNamespacedCustomObjectStatus({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: `h${i}`, body: { status } }, mergePatch);
+    }
+    const config = parseConfig(
+      {
+        runnerImage: "192.168.100.1:5000/icn/kubespray-runner:2.27.0",
+        registryHost: "192.168.100.1:5000",
+        filesRepo: "http://192.168.100.1:8080",
+        namespace,
+        watchNamespace: namespace,
+      },
+      "bench",
+    );
+    const operator = new Operator({ kc, config, log: silentLogger });
+    await operator.start();
+    while (!operator.controller) await new Promise((r) => setTimeout(r, 20));
+    const times: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const name = `p${i}`;
+      const t0 = performance.now();
+      await c.custom.createNamespacedCustomObject({
+        group: BPA_GROUP,
+        version: BPA_VERSION,
+        namespace,
+        plural: PROVISIONING_PLURAL,
+        body: { apiVersion: `${BPA_GROUP}/${BPA_VERSION}`, kind: "Provisioning", metadata: { name }, spec: { master: { cpu: 8, memory: "8Gi" } } },
+      });
+      for (;;) {
+        const jobs = await c.batch.listNamespacedJob({ namespace, labelSelector: `bpa.akraino.org/provisioning=${name}` });
+        if (jobs.items.length > 0) break;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      times.push(performance.now() - t0);
+    }
+    await operator.stop();
+    return { runs, apiServerStartupMs: server.startupMs, medianMs: median(times), p95Ms: percentile(times, 95), maxMs: Math.max(...times), firstMs: times[0]! };
+  } finally {
+    await server.stop();
+  }
+}
+
+const runs = Number(values.runs);
+const small = benchAssignment(500, 100, runs);
+const large = benchAssignment(5000, 100, runs);
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+console.log("role assignment (min-cost matching, 100 roles)");
+console.log(`  500 hosts:   median ${fmt(small.medianMs)}  max ${fmt(small.maxMs)}  (${runs} runs, assigned: ${small.assigned})`);
+console.log(`  5000 hosts:  median ${fmt(large.medianMs)}  max ${fmt(large.maxMs)}  (${runs} runs, assigned: ${large.assigned})  target < 200 ms: ${large.medianMs < 200 ? "met" : "MISSED"}`);
+let api: Awaited<ReturnType<typeof benchCreateToJob>> | undefined;
+if (!values["skip-api"]) {
+  api = await benchCreateToJob(Number(values["api-runs"]));
+  console.log("create Provisioning -> install Job exists (real kube-apiserver, in-process operator)");
+  console.log(`  median ${fmt(api.medianMs)}  p95 ${fmt(api.p95Ms)}  max ${fmt(api.maxMs)}  first ${fmt(api.firstMs)}  (${api.runs} runs)  target < 2 s: ${api.maxMs < 2000 ? "met" : "MISSED"}`);
+}
+if (values.json) await writeFile(values.json, `${JSON.stringify({ assignment: { small, large }, createToJob: api }, null, 2)}\n`);
+process.exit(0);

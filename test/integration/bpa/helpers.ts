@@ -1,0 +1,230 @@
+/**
+ * Helpers for the BPA integration tests: a real kube-apiserver (the integration
+ * project's global setup), the project's CRDs, one namespace and one in-process operator
+ * per test. There is no kube-controller-manager: Jobs never run and the garbage collector
+ * never deletes anything, so tests write Job status through the API themselves.
+ */
+import { readFile } from "node:fs/promises";
+import {
+  ApiextensionsV1Api,
+  KubeConfig,
+  type V1CustomResourceDefinition,
+  type V1Job,
+} from "@kubernetes/client-node";
+import yaml from "js-yaml";
+import { inject } from "vitest";
+import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
+import type { BareMetalHost, Provisioning } from "../../../bpa/api/types.js";
+import type { BpaConfig } from "../../../bpa/config/config.js";
+import { isConflict, isNotFound, makeClients, mergePatch, type Clients } from "../../../bpa/controller/kube.js";
+import { silentLogger, makeLogger, type Logger } from "../../../bpa/controller/log.js";
+import { Operator } from "../../../bpa/operator.js";
+import { testConfig } from "../../fixtures/bpa/config.js";
+
+export const repo = new URL("../../../", import.meta.url);
+
+export function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(inject("kubeconfigPath"));
+  return kc;
+}
+
+export function clients(kc = kubeConfig()): Clients {
+  return makeClients(kc);
+}
+
+export async function loadYamlDocuments<T = Record<string, unknown>>(relative: string): Promise<T[]> {
+  const text = await readFile(new URL(relative, repo), "utf8");
+  return yaml.loadAll(text).filter(Boolean) as T[];
+}
+
+/** Creates (or updates) the CRDs from manifests/crds and waits until they are Established. */
+export async function applyCrds(kc: KubeConfig): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
+  for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
+    for (const body of await loadYamlDocuments<V1CustomResourceDefinition>(file)) {
+      const name = body.metadata!.name!;
+      try {
+        await api.createCustomResourceDefinition({ body });
+      } catch (error) {
+        if (!isConflict(error)) throw error;
+        const existing = await api.readCustomResourceDefinition({ name });
+        body.metadata!.resourceVersion = existing.metadata!.resourceVersion;
+        try {
+          await api.replaceCustomResourceDefinition({ name, body });
+        } catch (replaceError) {
+          if (!isConflict(replaceError)) throw replaceError; // another test file won the race
+        }
+      }
+      await waitFor(`CRD ${name} established`, async () => {
+        const crd = await api.readCustomResourceDefinition({ name });
+        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True") || undefined;
+      });
+    }
+  }
+}
+
+let namespaceCounter = 0;
+
+export async function newNamespace(c: Clients, prefix: string): Promise<string> {
+  namespaceCounter += 1;
+  const name = `${prefix}-${process.pid}-${namespaceCounter}-${Math.random().toString(36).slice(2, 6)}`.slice(0, 63);
+  await c.core.createNamespace({ body: { metadata: { name } } });
+  return name;
+}
+
+/** Polls until `probe` returns something truthy; fails with the last value seen. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false | null>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      last = await probe();
+      if (last) return last as T;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 2000)}`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export function operatorConfig(namespace: string, overrides: Record<string, unknown> = {}): BpaConfig {
+  return testConfig({
+    namespace,
+    watchNamespace: namespace,
+    leaderElection: { enabled: true, leaseName: "bpa-leader", leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.25 },
+    ...overrides,
+  });
+}
+
+export function testLogger(name: string): Logger {
+  return process.env.BPA_TEST_LOG ? makeLogger({ level: "debug", fields: { op: name } }) : silentLogger;
+}
+
+/** Starts an operator in this process and waits until it leads (unless told not to wait). */
+export async function startOperator(
+  kc: KubeConfig,
+  config: BpaConfig,
+  options: { identity?: string; waitForLeadership?: boolean } = {},
+): Promise<Operator> {
+  const operator = new Operator({
+    kc,
+    config,
+    log: testLogger(options.identity ?? "bpa"),
+    ...(options.identity ? { identity: options.identity } : {}),
+    baseBackoffMs: 100,
+    maxBackoffMs: 2_000,
+  });
+  await operator.start();
+  if (options.waitForLeadership !== false) await waitFor("the operator to lead", async () => operator.controller !== undefined);
+  return operator;
+}
+
+// ------------------------------------------------------------------ objects
+
+export async function createHost(c: Clients, namespace: string, host: BareMetalHost): Promise<void> {
+  const { status, ...rest } = host;
+  const body = { ...rest, metadata: { ...rest.metadata, namespace } };
+  await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, body });
+  // status is a subresource: it is written on its own, as the baremetal-operator does.
+  await c.custom.patchNamespacedCustomObjectStatus(
+    { group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: host.metadata.name!, body: { status } },
+    mergePatch,
+  );
+}
+
+export async function createProvisioning(c: Clients, namespace: string, body: Record<string, unknown>): Promise<Provisioning> {
+  const metadata = { ...(body.metadata as object), namespace };
+  return (await c.custom.createNamespacedCustomObject({
+    group: BPA_GROUP,
+    version: BPA_VERSION,
+    namespace,
+    plural: PROVISIONING_PLURAL,
+    body: { apiVersion: `${BPA_GROUP}/${BPA_VERSION}`, kind: "Provisioning", ...body, metadata },
+  })) as Provisioning;
+}
+
+export async function getProvisioning(c: Clients, namespace: string, name: string): Promise<Provisioning> {
+  return (await c.custom.getNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace, plural: PROVISIONING_PLURAL, name })) as Provisioning;
+}
+
+export async function patchProvisioning(c: Clients, namespace: string, name: string, body: Record<string, unknown>): Promise<void> {
+  await c.custom.patchNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace, plural: PROVISIONING_PLURAL, name, body }, mergePatch);
+}
+
+export function condition(p: Provisioning, type: string) {
+  return p.status?.conditions?.find((c) => c.type === type);
+}
+
+/** Waits until the Provisioning's status satisfies `test`; returns it. */
+export function waitForStatus(c: Clients, namespace: string, name: string, what: string, test: (p: Provisioning) => boolean, timeoutMs = 20_000): Promise<Provisioning> {
+  return waitFor(what, async () => {
+    const p = await getProvisioning(c, namespace, name);
+    return test(p) ? p : undefined;
+  }, timeoutMs);
+}
+
+export async function listInstallJobs(c: Clients, namespace: string): Promise<V1Job[]> {
+  const list = await c.batch.listNamespacedJob({ namespace, labelSelector: "bpa.akraino.org/component=install" });
+  return list.items;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/**
+ * Writes a Job's status as the Job controller would, valid for the API server's Job
+ * status rules (startTime before finishing; SuccessCriteriaMet before Complete;
+ * FailureTarget before Failed).
+ */
+export async function setJobStatus(c: Clients, namespace: string, name: string, state: "running" | "succeeded" | "failed"): Promise<void> {
+  const job = await c.batch.readNamespacedJob({ namespace, name });
+  const start = job.status?.startTime ? new Date(job.status.startTime).getTime() : Date.now() - 60_000;
+  const now = Date.now();
+  let status: Record<string, unknown>;
+  if (state === "running") {
+    status = { startTime: iso(start), active: 1, ready: 0 };
+  } else if (state === "succeeded") {
+    status = {
+      startTime: iso(start),
+      completionTime: iso(now),
+      active: 0,
+      ready: 0,
+      succeeded: 1,
+      conditions: [
+        { type: "SuccessCriteriaMet", status: "True", reason: "CompletionsReached", message: "Reached expected number of succeeded pods", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+        { type: "Complete", status: "True", reason: "CompletionsReached", message: "Reached expected number of succeeded pods", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+      ],
+    };
+  } else {
+    status = {
+      startTime: iso(start),
+      active: 0,
+      ready: 0,
+      failed: 1,
+      conditions: [
+        { type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+        { type: "Failed", status: "True", reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+      ],
+    };
+  }
+  await c.batch.patchNamespacedJobStatus({ namespace, name, body: { status } }, mergePatch);
+}
+
+/** What the runner does at the end of a good install: write the kubeconfig into its Secret. */
+export async function handBackKubeconfig(c: Clients, namespace: string, secret: string, kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n"): Promise<void> {
+  await c.core.patchNamespacedSecret(
+    { namespace, name: secret, body: { data: { kubeconfig: Buffer.from(kubeconfig).toString("base64") } } },
+    mergePatch,
+  );
+}
+
+export async function deleteNamespace(c: Clients, namespace: string): Promise<void> {
+  try {
+    await c.core.deleteNamespace({ name: namespace });
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+  }
+}

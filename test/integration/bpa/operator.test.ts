@@ -1,0 +1,202 @@
+/**
+ * The operator as a process among others: restarted during an install, two replicas
+ * behind leader election, least-privilege RBAC from manifests/bpa/rbac.yaml, and hosts
+ * claimed by one Provisioning at a time.
+ */
+import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding, type V1ServiceAccount } from "@kubernetes/client-node";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
+import { isConflict, makeClients, type Clients } from "../../../bpa/controller/kube.js";
+import type { Operator } from "../../../bpa/operator.js";
+import { bmh } from "../../fixtures/bpa/hosts.js";
+import {
+  applyCrds,
+  clients,
+  condition,
+  createHost,
+  createProvisioning,
+  getProvisioning,
+  handBackKubeconfig,
+  kubeConfig,
+  listInstallJobs,
+  loadYamlDocuments,
+  newNamespace,
+  operatorConfig,
+  setJobStatus,
+  startOperator,
+  waitFor,
+  waitForStatus,
+} from "./helpers.js";
+
+const kc = kubeConfig();
+const c: Clients = clients(kc);
+const operators: Operator[] = [];
+
+beforeAll(async () => {
+  await applyCrds(kc);
+});
+
+afterEach(async () => {
+  await Promise.all(operators.splice(0).map((o) => o.stop()));
+});
+
+async function twoHosts(ns: string): Promise<void> {
+  await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384, ip: "10.20.0.1" }));
+  await createHost(c, ns, bmh({ name: "w1", cpu: 32, ram: 32768, ip: "10.20.0.2" }));
+}
+
+const sample = { metadata: { name: "cluster" }, spec: { master: { cpu: 10, memory: "4Gi" }, worker: { cpu: 20, memory: "8Gi" } } };
+
+describe("operator lifecycle", () => {
+  it("picks up an install where a stopped operator left it, without a second Job", async () => {
+    const ns = await newNamespace(c, "bpa-restart");
+    await twoHosts(ns);
+    const first = await startOperator(kc, operatorConfig(ns), { identity: "first" });
+    await createProvisioning(c, ns, sample);
+    const installing = await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing");
+    const jobName = installing.status!.installJob!;
+    await setJobStatus(c, ns, jobName, "running");
+    await first.stop(); // releases the Lease
+
+    // While no operator runs, the install goes on and finishes (the runner hands back the kubeconfig).
+    await handBackKubeconfig(c, ns, "cluster-kubeconfig");
+    await setJobStatus(c, ns, jobName, "succeeded");
+    expect((await getProvisioning(c, ns, "cluster")).status!.phase).toBe("Installing");
+
+    const second = await startOperator(kc, operatorConfig(ns), { identity: "second" });
+    operators.push(second);
+    const ready = await waitForStatus(c, ns, "cluster", "Ready", (p) => p.status?.phase === "Ready");
+    expect(ready.status!.installJob).toBe(jobName);
+    expect(ready.status!.assignedHosts).toEqual(installing.status!.assignedHosts);
+    expect((await listInstallJobs(c, ns)).map((j) => j.metadata!.name)).toEqual([jobName]);
+  });
+
+  it("two replicas: only the Lease holder reconciles; the other takes over when it stops", async () => {
+    const ns = await newNamespace(c, "bpa-leader");
+    await twoHosts(ns);
+    const config = operatorConfig(ns);
+    const a = await startOperator(kc, config, { identity: "replica-a" });
+    const b = await startOperator(kc, config, { identity: "replica-b", waitForLeadership: false });
+    operators.push(b);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(a.isLeader()).toBe(true);
+    expect(b.isLeader()).toBe(false);
+    expect(b.controller).toBeUndefined();
+    const lease = await c.coordination.readNamespacedLease({ namespace: ns, name: "bpa-leader" });
+    expect(lease.spec!.holderIdentity).toBe("replica-a");
+
+    await createProvisioning(c, ns, sample);
+    await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing");
+    expect(await listInstallJobs(c, ns)).toHaveLength(1);
+
+    await a.stop();
+    await waitFor("replica-b to lead", async () => b.isLeader() && b.controller !== undefined, 10_000);
+    const after = await c.coordination.readNamespacedLease({ namespace: ns, name: "bpa-leader" });
+    expect(after.spec!.holderIdentity).toBe("replica-b");
+    expect(after.spec!.leaseTransitions).toBeGreaterThanOrEqual(1);
+    const jobName = (await getProvisioning(c, ns, "cluster")).status!.installJob!;
+    await handBackKubeconfig(c, ns, "cluster-kubeconfig");
+    await setJobStatus(c, ns, jobName, "succeeded");
+    await waitForStatus(c, ns, "cluster", "Ready under the new leader", (p) => p.status?.phase === "Ready");
+    expect(await listInstallJobs(c, ns)).toHaveLength(1);
+  });
+
+  it("a leader whose Lease is taken over stops reconciling", async () => {
+    const ns = await newNamespace(c, "bpa-steal");
+    let lost = "";
+    const { Operator } = await import("../../../bpa/operator.js");
+    const { silentLogger } = await import("../../../bpa/controller/log.js");
+    const op = new Operator({ kc, config: operatorConfig(ns), log: silentLogger, identity: "victim", onLostLeadership: (reason) => (lost = reason) });
+    operators.push(op);
+    await op.start();
+    await waitFor("victim leads", async () => op.controller !== undefined);
+    // Another holder writes itself into the Lease (as a replica that saw it expire would).
+    const lease = await c.coordination.readNamespacedLease({ namespace: ns, name: "bpa-leader" });
+    await c.coordination.replaceNamespacedLease({ namespace: ns, name: "bpa-leader", body: { ...lease, spec: { ...lease.spec, holderIdentity: "usurper" } } });
+    await waitFor("leadership lost", async () => lost !== "", 10_000);
+    expect(lost).toContain("usurper");
+    expect(op.controller).toBeUndefined();
+  });
+
+  it("one host serves one Provisioning; deleting a Provisioning frees its hosts", async () => {
+    const ns = await newNamespace(c, "bpa-claims");
+    await createHost(c, ns, bmh({ name: "h1", cpu: 16, ram: 16384 }));
+    await createHost(c, ns, bmh({ name: "h2", cpu: 16, ram: 16384 }));
+    await startOperator(kc, operatorConfig(ns)).then((o) => operators.push(o));
+    const request = (name: string) => ({ metadata: { name }, spec: { master: { cpu: 8, memory: "8Gi" } } });
+    await Promise.all([createProvisioning(c, ns, request("a")), createProvisioning(c, ns, request("b"))]);
+    const a = await waitForStatus(c, ns, "a", "a Installing", (p) => p.status?.phase === "Installing");
+    const b = await waitForStatus(c, ns, "b", "b Installing", (p) => p.status?.phase === "Installing");
+    expect(new Set([a.status!.assignedHosts![0]!.name, b.status!.assignedHosts![0]!.name])).toEqual(new Set(["h1", "h2"]));
+    await createProvisioning(c, ns, request("c"));
+    const waiting = await waitForStatus(c, ns, "c", "c Unsatisfiable", (p) => p.status?.phase === "Unsatisfiable");
+    expect(condition(waiting, "HostsAssigned")!.message).toMatch(/h1: claimed by .*\/(a|b)/);
+    // Deleting a frees its host for c (its children would go with it through the garbage collector).
+    await c.custom.deleteNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace: ns, plural: PROVISIONING_PLURAL, name: "a" });
+    const filled = await waitForStatus(c, ns, "c", "c Installing", (p) => p.status?.phase === "Installing");
+    expect(filled.status!.assignedHosts![0]!.name).toBe(a.status!.assignedHosts![0]!.name);
+  });
+});
+
+describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
+  async function applyRbac(): Promise<void> {
+    const [namespace] = await loadYamlDocuments<{ metadata: { name: string } }>("manifests/bpa/namespace.yaml");
+    try {
+      await c.core.createNamespace({ body: namespace! });
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+    }
+    for (const doc of await loadYamlDocuments<{ kind: string }>("manifests/bpa/rbac.yaml")) {
+      try {
+        if (doc.kind === "ServiceAccount") await c.core.createNamespacedServiceAccount({ namespace: "bpa-system", body: doc as V1ServiceAccount });
+        if (doc.kind === "ClusterRole") await c.rbac.createClusterRole({ body: doc as V1ClusterRole });
+        if (doc.kind === "ClusterRoleBinding") await c.rbac.createClusterRoleBinding({ body: doc as V1ClusterRoleBinding });
+        if (doc.kind === "Role") await c.rbac.createNamespacedRole({ namespace: "bpa-system", body: doc as V1Role });
+        if (doc.kind === "RoleBinding") await c.rbac.createNamespacedRoleBinding({ namespace: "bpa-system", body: doc as V1RoleBinding });
+      } catch (error) {
+        if (!isConflict(error)) throw error;
+      }
+    }
+  }
+
+  /** The test's admin kubeconfig, impersonating the operator's ServiceAccount. */
+  function asOperator(): KubeConfig {
+    const impersonating = new KubeConfig();
+    impersonating.loadFromString(kc.exportConfig());
+    const user = impersonating.getCurrentUser()!;
+    impersonating.users = impersonating.users.map((u) => (u.name === user.name ? { ...u, impersonateUser: "system:serviceaccount:bpa-system:bpa-operator" } : u));
+    return impersonating;
+  }
+
+  it("are enough for a whole install, and no more than the operator needs", async () => {
+    await applyRbac();
+    const ns = await newNamespace(c, "bpa-rbac");
+    await twoHosts(ns);
+    const operatorKc = asOperator();
+    const asSa = makeClients(operatorKc);
+    // The impersonation is real: the ServiceAccount may not do what the admin may.
+    await expect(asSa.core.listNamespacedSecret({ namespace: ns })).rejects.toThrow(/forbidden/i);
+    await expect(asSa.custom.deleteNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace: ns, plural: PROVISIONING_PLURAL, name: "x" })).rejects.toThrow(/forbidden/i);
+    await expect(asSa.coordination.createNamespacedLease({ namespace: ns, body: { metadata: { name: "x" }, spec: {} } })).rejects.toThrow(/forbidden/i);
+
+    const op = await startOperator(operatorKc, operatorConfig(ns, { namespace: "bpa-system", leaderElection: { leaseName: `bpa-rbac-${ns}`.slice(0, 63), leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.25 } }));
+    operators.push(op);
+    await createProvisioning(c, ns, { ...sample, spec: { ...sample.spec, replicas: 1 } });
+    const p = await waitForStatus(c, ns, "cluster", "Installing", (x) => x.status?.phase === "Installing");
+    expect(condition(p, "Reconciled")).toMatchObject({ status: "True" });
+    // The Role it made for the runner (it may only grant what it holds itself).
+    const role = await c.rbac.readNamespacedRole({ namespace: ns, name: "cluster-runner" });
+    expect(role.rules![0]!.resourceNames).toEqual(["cluster-kubeconfig"]);
+    await handBackKubeconfig(c, ns, "cluster-kubeconfig");
+    await setJobStatus(c, ns, p.status!.installJob!, "succeeded");
+    const ready = await waitForStatus(c, ns, "cluster", "Ready", (x) => x.status?.phase === "Ready");
+    expect(ready.status!.podAgents).toEqual([]);
+    // The runner's ServiceAccount may write its kubeconfig Secret and nothing else.
+    const runnerKc = new KubeConfig();
+    runnerKc.loadFromString(kc.exportConfig());
+    runnerKc.users = runnerKc.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:cluster-runner` }));
+    const runner = makeClients(runnerKc);
+    await handBackKubeconfig(runner, ns, "cluster-kubeconfig", "written by the runner");
+    await expect(runner.core.readNamespacedSecret({ namespace: ns, name: "bpa-ssh-key" })).rejects.toThrow(/forbidden/i);
+  });
+});
