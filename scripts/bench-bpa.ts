@@ -11,9 +11,8 @@
 import { writeFile } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import { readFile } from "node:fs/promises";
-import yaml from "js-yaml";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import type { RoleRequirement } from "../bpa/api/spec.js";
 import { hostFacts, type HostFacts } from "../bpa/assign/hosts.js";
@@ -100,7 +99,7 @@ function benchAssignment(hostCount: number, roleCount: number, runs: number) {
 async function applyCrds(kc: KubeConfig): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
   for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
-    const body = yaml.load(await readFile(new URL(`../${file}`, import.meta.url), "utf8")) as V1CustomResourceDefinition;
+    const body = loadYaml<V1CustomResourceDefinition>(await readFile(new URL(`../${file}`, import.meta.url), "utf8"));
     await api.createCustomResourceDefinition({ body });
     for (;;) {
       const crd = await api.readCustomResourceDefinition({ name: body.metadata!.name! });

@@ -127,7 +127,7 @@ export class Controller {
       deployment: (namespace, name) => this.deployments.get(name, namespace),
       pods: (namespace) => this.pods.list(namespace),
     };
-    this.reconciler = new Reconciler(c, config, caches, this.plans, log);
+    this.reconciler = new Reconciler(c, config, caches, this.plans, log, (hosts) => this.enqueueWaiting(hosts));
 
     // Event wiring.
     for (const verb of ["add", "update", "delete"] as const) {
@@ -143,6 +143,16 @@ export class Controller {
   private enqueueForHost(h: BareMetalHost): void {
     const all = this.provisionings.list(this.config.hostNamespace ? undefined : h.metadata.namespace);
     for (const p of all) this.queue.add(key(p));
+  }
+
+  /** Hosts were released: Provisionings that wait for hosts in their namespace get another try. */
+  private enqueueWaiting(hosts: string[]): void {
+    const namespaces = new Set(hosts.map((h) => h.split("/")[0]!));
+    for (const p of this.provisionings.list()) {
+      const scope = this.config.hostNamespace || p.metadata.namespace!;
+      const waiting = p.status?.phase === "Unsatisfiable" || p.status?.phase === "Pending" || !p.status?.phase;
+      if (waiting && namespaces.has(scope)) this.queue.add(key(p));
+    }
   }
 
   private enqueueOwner(obj: { metadata?: { namespace?: string; ownerReferences?: { kind?: string; name?: string; apiVersion?: string }[] } }): void {

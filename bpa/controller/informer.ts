@@ -4,6 +4,7 @@
  * good on a list error or a broken watch), and can say whether its first list is in.
  */
 import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from "@kubernetes/client-node";
+import { errorMessage } from "./kube.js";
 import type { Logger } from "./log.js";
 
 export interface ResilientInformerOptions<T extends KubernetesObject> {
@@ -85,7 +86,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     const max = this.options.maxBackoffMs ?? 30_000;
     const delay = Math.min(max, min * 2 ** Math.min(this.failures, 20));
     this.failures += 1;
-    const message = err instanceof Error ? err.message : JSON.stringify(err);
+    const message = err instanceof Error ? errorMessage(err) : JSON.stringify(err);
     this.options.log.warn(`informer ${this.options.name}: ${message}; restarting in ${delay} ms`);
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;

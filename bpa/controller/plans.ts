@@ -36,17 +36,28 @@ export class PlanRegistry {
     return this.plans.get(key);
   }
 
-  set(key: string, plan: Plan): void {
-    this.release(key);
+  /** Records a plan; returns the hosts the key held before and no longer holds. */
+  set(key: string, plan: Plan): string[] {
+    const before = this.release(key);
     this.plans.set(key, plan);
     for (const h of plan.hosts) this.owners.set(hostKey(h), key);
+    const kept = new Set(plan.hosts.map(hostKey));
+    return before.filter((h) => !kept.has(h));
   }
 
-  release(key: string): void {
+  /** Forgets the key's plan; returns the hosts it held. */
+  release(key: string): string[] {
     const old = this.plans.get(key);
-    if (!old) return;
-    for (const h of old.hosts) if (this.owners.get(hostKey(h)) === key) this.owners.delete(hostKey(h));
+    if (!old) return [];
+    const released: string[] = [];
+    for (const h of old.hosts) {
+      if (this.owners.get(hostKey(h)) === key) {
+        this.owners.delete(hostKey(h));
+        released.push(hostKey(h));
+      }
+    }
     this.plans.delete(key);
+    return released;
   }
 
   /** host key -> owning Provisioning, leaving out `except`'s own hosts. */

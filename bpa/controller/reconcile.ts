@@ -88,6 +88,8 @@ export class Reconciler {
     private readonly caches: Caches,
     private readonly plans: PlanRegistry,
     private readonly log: Logger,
+    /** Called with released host keys (namespace/name), so that waiting Provisionings can use them. */
+    private readonly onHostsReleased: (hosts: string[]) => void = () => {},
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -96,7 +98,8 @@ export class Reconciler {
     const p = this.caches.provisioning(namespace, name);
     if (!p || p.metadata.deletionTimestamp) {
       // Children go with their owner (garbage collector); the hosts are free again.
-      this.plans.release(key);
+      const released = this.plans.release(key);
+      if (released.length) this.onHostsReleased(released);
       return {};
     }
     const generation = p.metadata.generation;
@@ -294,7 +297,8 @@ export class Reconciler {
       };
     });
     const plan = { specHash: sh, hosts };
-    this.plans.set(key, plan);
+    const released = this.plans.set(key, plan);
+    if (released.length) this.onHostsReleased(released);
     this.log.info("assigned hosts", { provisioning: key, hosts: hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
     return plan;
   }
@@ -377,9 +381,10 @@ export class Reconciler {
       if (!isNotFound(error)) throw error;
       const pair = generateSshKeyPair(`bpa@${namespace}`);
       // A concurrent creator (another namespace's reconcile cannot, a second operator should not) wins: read its key.
-      secret = (await ensureSecret(this.c, sshKeySecret(namespace, this.config, pair.privateKey, pair.publicKey))).object;
+      const ensured = await ensureSecret(this.c, sshKeySecret(namespace, this.config, pair.privateKey, pair.publicKey));
+      secret = ensured.object;
       if (!secret.data) secret = await this.c.core.readNamespacedSecret({ namespace, name: objects.privateKey });
-      this.log.info("created the namespace's SSH key", { namespace, secret: objects.privateKey });
+      if (ensured.created) this.log.info("created the namespace's SSH key", { namespace, secret: objects.privateKey });
     }
     const stored = secret.data?.[SSH_PUBLIC_KEY];
     if (!stored) throw new Error(`Secret ${namespace}/${objects.privateKey} has no "${SSH_PUBLIC_KEY}"; delete it to have a new key made`);

@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises";
 import {
   ApiextensionsV1Api,
   KubeConfig,
+  loadAllYaml,
   type V1CustomResourceDefinition,
   type V1Job,
 } from "@kubernetes/client-node";
@@ -33,16 +34,27 @@ export function clients(kc = kubeConfig()): Clients {
   return makeClients(kc);
 }
 
+/** YAML documents as written (for custom resources, whose bodies are sent as they are). */
 export async function loadYamlDocuments<T = Record<string, unknown>>(relative: string): Promise<T[]> {
   const text = await readFile(new URL(relative, repo), "utf8");
   return yaml.loadAll(text).filter(Boolean) as T[];
+}
+
+/**
+ * YAML documents of built-in kinds as client-node's typed models: their property names
+ * differ from the JSON names in places (x-kubernetes-preserve-unknown-fields is
+ * x_kubernetes_preserve_unknown_fields), and the typed API calls serialize by model.
+ */
+export async function loadKubeYaml<T>(relative: string): Promise<T[]> {
+  const text = await readFile(new URL(relative, repo), "utf8");
+  return loadAllYaml(text).filter(Boolean) as T[];
 }
 
 /** Creates (or updates) the CRDs from manifests/crds and waits until they are Established. */
 export async function applyCrds(kc: KubeConfig): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
   for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
-    for (const body of await loadYamlDocuments<V1CustomResourceDefinition>(file)) {
+    for (const body of await loadKubeYaml<V1CustomResourceDefinition>(file)) {
       const name = body.metadata!.name!;
       try {
         await api.createCustomResourceDefinition({ body });
@@ -70,6 +82,8 @@ export async function newNamespace(c: Clients, prefix: string): Promise<string> 
   namespaceCounter += 1;
   const name = `${prefix}-${process.pid}-${namespaceCounter}-${Math.random().toString(36).slice(2, 6)}`.slice(0, 63);
   await c.core.createNamespace({ body: { metadata: { name } } });
+  // What kube-controller-manager's ServiceAccount controller would do: pods need it to be admitted.
+  await c.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } });
   return name;
 }
 

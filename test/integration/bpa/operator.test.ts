@@ -19,7 +19,7 @@ import {
   handBackKubeconfig,
   kubeConfig,
   listInstallJobs,
-  loadYamlDocuments,
+  loadKubeYaml,
   newNamespace,
   operatorConfig,
   setJobStatus,
@@ -138,15 +138,56 @@ describe("operator lifecycle", () => {
   });
 });
 
+describe("informers", () => {
+  it("restart after errors: a list refused by RBAC is retried with backoff until it is allowed", async () => {
+    const ns = await newNamespace(c, "bpa-informer");
+    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "seen", labels: { app: "x" } } } });
+    const viewer = new KubeConfig();
+    viewer.loadFromString(kc.exportConfig());
+    viewer.users = viewer.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:viewer` }));
+    const asViewer = makeClients(viewer);
+    const { ResilientInformer } = await import("../../../bpa/controller/informer.js");
+    const { silentLogger } = await import("../../../bpa/controller/log.js");
+    const informer = new ResilientInformer({
+      kc: viewer,
+      name: "configmaps",
+      log: silentLogger,
+      path: `/api/v1/namespaces/${ns}/configmaps`,
+      list: () => asViewer.core.listNamespacedConfigMap({ namespace: ns }),
+      minBackoffMs: 50,
+      maxBackoffMs: 400,
+    });
+    const added: string[] = [];
+    informer.on("add", (cm) => added.push(cm.metadata!.name!));
+    try {
+      await informer.start();
+      await waitFor("a few restarts while forbidden", async () => informer.restarts >= 2, 10_000);
+      expect(informer.isSynced()).toBe(false);
+      await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "viewer" }, rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }] } });
+      await c.rbac.createNamespacedRoleBinding({
+        namespace: ns,
+        body: { metadata: { name: "viewer" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "viewer" }, subjects: [{ kind: "ServiceAccount", name: "viewer", namespace: ns }] },
+      });
+      await waitFor("the informer to sync once allowed", async () => informer.isSynced(), 10_000);
+      expect(added).toContain("seen");
+      // And it watches from there on.
+      await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "later" } } });
+      await waitFor("the watch to deliver a new object", async () => added.includes("later"));
+    } finally {
+      await informer.stop();
+    }
+  });
+});
+
 describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
   async function applyRbac(): Promise<void> {
-    const [namespace] = await loadYamlDocuments<{ metadata: { name: string } }>("manifests/bpa/namespace.yaml");
+    const [namespace] = await loadKubeYaml<{ metadata: { name: string } }>("manifests/bpa/namespace.yaml");
     try {
       await c.core.createNamespace({ body: namespace! });
     } catch (error) {
       if (!isConflict(error)) throw error;
     }
-    for (const doc of await loadYamlDocuments<{ kind: string }>("manifests/bpa/rbac.yaml")) {
+    for (const doc of await loadKubeYaml<{ kind: string }>("manifests/bpa/rbac.yaml")) {
       try {
         if (doc.kind === "ServiceAccount") await c.core.createNamespacedServiceAccount({ namespace: "bpa-system", body: doc as V1ServiceAccount });
         if (doc.kind === "ClusterRole") await c.rbac.createClusterRole({ body: doc as V1ClusterRole });

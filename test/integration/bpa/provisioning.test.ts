@@ -228,7 +228,8 @@ describe("BPA operator with a real API server", () => {
     expect((await listInstallJobs(c, ns)).map((j) => j.metadata!.name)).toEqual([jobName]);
 
     // Even when the finished Job is deleted, the same install is not started again.
-    await c.batch.deleteNamespacedJob({ namespace: ns, name: jobName });
+    // Background propagation: no orphan finalizer waiting for a garbage collector that is not running.
+    await c.batch.deleteNamespacedJob({ namespace: ns, name: jobName, propagationPolicy: "Background" });
     await patchProvisioning(c, ns, "provisioning-sample", { metadata: { labels: { touched: "again" } } });
     await new Promise((r) => setTimeout(r, 1000));
     expect(await listInstallJobs(c, ns)).toHaveLength(0);
