@@ -15,6 +15,7 @@ import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefiniti
 import { readFile } from "node:fs/promises";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import type { RoleRequirement } from "../bpa/api/spec.js";
+import type { BareMetalHost } from "../bpa/api/types.js";
 import { hostFacts, type HostFacts } from "../bpa/assign/hosts.js";
 import { planAssignment } from "../bpa/assign/plan.js";
 import { parseConfig } from "../bpa/config/config.js";
@@ -48,18 +49,18 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 
 /** A data-centre-like inventory: a few hardware generations, some SR-IOV NICs and QAT cards. */
-function inventory(count: number, seed: number): HostFacts[] {
+function inventory(count: number, seed: number): BareMetalHost[] {
   const rand = prng(seed);
   const shapes = [
     [8, 16384], [16, 32768], [16, 65536], [32, 65536], [32, 131072], [48, 196608], [64, 262144], [96, 524288],
   ] as const;
-  const hosts: HostFacts[] = [];
+  const hosts: BareMetalHost[] = [];
   for (let i = 0; i < count; i++) {
     const [cpu, ram] = shapes[Math.floor(rand() * shapes.length)]!;
     const labels: Record<string, string> = {};
     if (rand() < 0.3) labels[LABEL_SRIOV] = "true";
     if (rand() < 0.1) labels[LABEL_QAT] = "true";
-    hosts.push(hostFacts(bmh({ name: `host-${String(i).padStart(5, "0")}`, cpu, ram, labels, ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` })));
+    hosts.push(bmh({ name: `host-${String(i).padStart(5, "0")}`, cpu, ram, labels, ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` }));
   }
   return hosts;
 }
@@ -81,19 +82,38 @@ function roles(count: number, seed: number): RoleRequirement[] {
   return out;
 }
 
+/**
+ * Times the matching alone (host facts computed beforehand) and the whole assignment as a
+ * reconcile does it (host facts read from the BareMetalHost objects, then the matching).
+ */
 function benchAssignment(hostCount: number, roleCount: number, runs: number) {
-  const hosts = inventory(hostCount, 42);
+  const objects = inventory(hostCount, 42);
   const rs = roles(roleCount, 7);
-  planAssignment({ roles: rs, hosts }); // warm-up (JIT)
-  const times: number[] = [];
+  const once = () => planAssignment({ roles: rs, hosts: objects.map(hostFacts) });
+  once(); // warm-up (JIT)
+  once();
+  const matching: number[] = [];
+  const whole: number[] = [];
   let ok = false;
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
+    const hosts: HostFacts[] = objects.map(hostFacts);
+    const t1 = performance.now();
     const result = planAssignment({ roles: rs, hosts });
-    times.push(performance.now() - t0);
+    const t2 = performance.now();
+    matching.push(t2 - t1);
+    whole.push(t2 - t0);
     ok = result.ok;
   }
-  return { hosts: hostCount, roles: roleCount, runs, medianMs: median(times), maxMs: Math.max(...times), assigned: ok };
+  return {
+    hosts: hostCount,
+    roles: roleCount,
+    runs,
+    medianMs: median(whole),
+    maxMs: Math.max(...whole),
+    matchingMedianMs: median(matching),
+    assigned: ok,
+  };
 }
 
 async function applyCrds(kc: KubeConfig): Promise<void> {
@@ -168,8 +188,9 @@ const small = benchAssignment(500, 100, runs);
 const large = benchAssignment(5000, 100, runs);
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 console.log("role assignment (min-cost matching, 100 roles)");
-console.log(`  500 hosts:   median ${fmt(small.medianMs)}  max ${fmt(small.maxMs)}  (${runs} runs, assigned: ${small.assigned})`);
-console.log(`  5000 hosts:  median ${fmt(large.medianMs)}  max ${fmt(large.maxMs)}  (${runs} runs, assigned: ${large.assigned})  target < 200 ms: ${large.medianMs < 200 ? "met" : "MISSED"}`);
+console.log("  (read host facts from BareMetalHost objects + min-cost matching; matching alone in brackets)");
+console.log(`  500 hosts:   median ${fmt(small.medianMs)} [${fmt(small.matchingMedianMs)}]  max ${fmt(small.maxMs)}  (${runs} runs, assigned: ${small.assigned})`);
+console.log(`  5000 hosts:  median ${fmt(large.medianMs)} [${fmt(large.matchingMedianMs)}]  max ${fmt(large.maxMs)}  (${runs} runs, assigned: ${large.assigned})  target < 200 ms: ${large.medianMs < 200 ? "met" : "MISSED"}`);
 let api: Awaited<ReturnType<typeof benchCreateToJob>> | undefined;
 if (!values["skip-api"]) {
   api = await benchCreateToJob(Number(values["api-runs"]));
