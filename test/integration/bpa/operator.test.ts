@@ -3,7 +3,9 @@
  * behind leader election, least-privilege RBAC from manifests/bpa/rbac.yaml, and hosts
  * claimed by one Provisioning at a time.
  */
-import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding, type V1ServiceAccount } from "@kubernetes/client-node";
+import yaml from "js-yaml";
+import { parseConfig } from "../../../bpa/config/config.js";
+import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding, type V1ServiceAccount } from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
 import { isConflict, makeClients, type Clients } from "../../../bpa/controller/kube.js";
@@ -208,6 +210,20 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     impersonating.users = impersonating.users.map((u) => (u.name === user.name ? { ...u, impersonateUser: "system:serviceaccount:bpa-system:bpa-operator" } : u));
     return impersonating;
   }
+
+  it("the deploy manifests are accepted by the API server, and the shipped configuration is valid", async () => {
+    await applyRbac();
+    const [config] = await loadKubeYaml<V1ConfigMap>("manifests/bpa/config.yaml");
+    const [deployment] = await loadKubeYaml<V1Deployment>("manifests/bpa/deployment.yaml");
+    // Server-side dry run: full validation and admission, nothing stored.
+    await c.core.createNamespacedConfigMap({ namespace: "bpa-system", body: config!, dryRun: "All" });
+    const created = await c.apps.createNamespacedDeployment({ namespace: "bpa-system", body: deployment!, dryRun: "All" });
+    expect(created.spec!.template.spec!.serviceAccountName).toBe("bpa-operator");
+    expect(created.spec!.replicas).toBe(2);
+    const parsed = parseConfig(yaml.load(config!.data!["config.yaml"]!), "manifests/bpa/config.yaml");
+    expect(parsed.leaderElection.enabled).toBe(true);
+    expect(created.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === "BPA_CONFIG")!.value).toBe("/etc/bpa/config.yaml");
+  });
 
   it("are enough for a whole install, and no more than the operator needs", async () => {
     await applyRbac();
