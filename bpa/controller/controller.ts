@@ -129,14 +129,31 @@ export class Controller {
     };
     this.reconciler = new Reconciler(c, config, caches, this.plans, log, (hosts) => this.enqueueWaiting(hosts));
 
-    // Event wiring.
+    // Event wiring. A Provisioning is reconciled when what it asks for changes (spec, via
+    // metadata.generation; annotations such as the retry token; deletion), not when only its
+    // status changes: the operator's own status writes would otherwise undo the backoff.
+    this.provisionings.on("add", (p) => this.onProvisioning(p));
+    this.provisionings.on("update", (p) => this.onProvisioning(p));
+    this.provisionings.on("delete", (p) => {
+      this.seen.delete(key(p));
+      this.queue.add(key(p));
+    });
     for (const verb of ["add", "update", "delete"] as const) {
-      this.provisionings.on(verb, (p) => this.queue.add(key(p)));
       this.hosts.on(verb, (h) => this.enqueueForHost(h));
       this.jobs.on(verb, (j) => this.enqueueOwner(j));
       this.deployments.on(verb, (d) => this.enqueueOwner(d));
       this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
     }
+  }
+
+  private readonly seen = new Map<string, string>();
+
+  private onProvisioning(p: Provisioning): void {
+    const k = key(p);
+    const signature = JSON.stringify([p.metadata.uid, p.metadata.generation, p.metadata.annotations ?? {}, p.metadata.deletionTimestamp ?? null]);
+    if (this.seen.get(k) === signature) return;
+    this.seen.set(k, signature);
+    this.queue.add(k);
   }
 
   /** A host change may matter to every Provisioning that draws from the host's namespace. */

@@ -488,7 +488,10 @@ export class Reconciler {
     const [namespace, name] = key.split("/") as [string, string];
     const p = this.caches.provisioning(namespace, name);
     if (!p || p.metadata.deletionTimestamp) return;
-    const message = `${errorMessage(error)}; retrying in ${Math.round(retryInMs / 1000)}s`;
+    void retryInMs;
+    const message = `${errorMessage(error)} (retrying with backoff)`;
+    const old = p.status?.conditions?.find((c) => c.type === CONDITION.reconciled);
+    if (old?.status === "False" && old.message === message) return; // said already
     const conditions: Condition[] = mergeConditions(
       p.status?.conditions,
       [{ type: CONDITION.reconciled, status: "False", reason: "ReconcileError", message }],

@@ -181,6 +181,41 @@ describe("informers", () => {
   });
 });
 
+describe("reconcile errors", () => {
+  it("are retried with a growing backoff and reported in the Reconciled condition, until they go away", async () => {
+    const ns = await newNamespace(c, "bpa-errors");
+    await twoHosts(ns);
+    // The operator's rules, minus creating Jobs: every reconcile fails at the last step.
+    const [, clusterRole] = await loadKubeYaml<V1ClusterRole>("manifests/bpa/rbac.yaml");
+    const rules = clusterRole!.rules!.map((r) => (r.resources!.includes("jobs") ? { ...r, verbs: r.verbs.filter((v) => v !== "create") } : r));
+    rules.push({ apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] });
+    await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "op" }, rules } });
+    await c.rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: { metadata: { name: "op" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "op" }, subjects: [{ kind: "ServiceAccount", name: "op", namespace: ns }] },
+    });
+    const limited = new KubeConfig();
+    limited.loadFromString(kc.exportConfig());
+    limited.users = limited.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:op` }));
+    const op = await startOperator(limited, operatorConfig(ns));
+    operators.push(op);
+    await createProvisioning(c, ns, sample);
+    const failing = await waitForStatus(c, ns, "cluster", "Reconciled=False", (p) => condition(p, "Reconciled")?.status === "False");
+    expect(condition(failing, "Reconciled")).toMatchObject({ reason: "ReconcileError" });
+    expect(condition(failing, "Reconciled")!.message).toMatch(/jobs\.batch is forbidden.*retrying with backoff/);
+    // Backoff: 100 ms, 200, 400, ... (test settings): a few retries, not a hot loop.
+    await new Promise((r) => setTimeout(r, 1500));
+    const failures = op.controller!.queue.failureCount(`${ns}/cluster`);
+    expect(failures).toBeGreaterThanOrEqual(2);
+    expect(failures).toBeLessThanOrEqual(6);
+    // Fixing the cause lets the next retry through.
+    await c.rbac.replaceNamespacedRole({ namespace: ns, name: "op", body: { metadata: { name: "op" }, rules: [...rules, { apiGroups: ["batch"], resources: ["jobs"], verbs: ["create"] }] } });
+    const installing = await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing" && condition(p, "Reconciled")?.status === "True", 30_000);
+    expect(installing.status!.installJob).toBeTruthy();
+    expect(op.controller!.queue.failureCount(`${ns}/cluster`)).toBe(0);
+  });
+});
+
 describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
   async function applyRbac(): Promise<void> {
     const [namespace] = await loadKubeYaml<{ metadata: { name: string } }>("manifests/bpa/namespace.yaml");
