@@ -54,7 +54,7 @@ export class Controller {
   reconciles = 0;
 
   constructor(
-    private readonly c: Clients,
+    c: Clients,
     private readonly config: BpaConfig,
     private readonly log: Logger,
     private readonly options: ControllerOptions = {},

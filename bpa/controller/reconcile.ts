@@ -20,24 +20,21 @@ import { fits, planAssignment } from "../assign/plan.js";
 import type { BpaConfig } from "../config/config.js";
 import { renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
-import { KUBECONFIG_KEY, SSH_PUBLIC_KEY } from "../jobs/contract.js";
+import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { installHash } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
 import {
-  agentsDeployment,
   installJob,
   inventoryConfigMap,
   kubeconfigSecret,
   runnerRole,
   runnerRoleBinding,
   runnerServiceAccount,
-  sshKeySecret,
-  sshObjectNames,
-  sshPublicKeyConfigMap,
-  userDataSecret,
 } from "../jobs/objects.js";
-import { generateSshKeyPair } from "../jobs/ssh-key.js";
+import { reconcileAgents } from "./agents.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
+import { jobState, ownedBy } from "./owners.js";
+import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
 import type { Logger } from "./log.js";
 import { PlanRegistry, type Plan } from "./plans.js";
@@ -59,22 +56,6 @@ export interface ReconcileResult {
 
 /** How often an unsatisfiable Provisioning is re-planned without any event. */
 export const UNSATISFIABLE_RECHECK_MS = 60_000;
-
-type JobState = { state: "running" | "succeeded" | "failed"; reason: string; message: string };
-
-export function jobState(job: V1Job): JobState {
-  const conditions = job.status?.conditions ?? [];
-  const is = (type: string) => conditions.find((c) => c.type === type && c.status === "True");
-  const failed = is("Failed") ?? is("FailureTarget");
-  if (failed) return { state: "failed", reason: failed.reason ?? "Failed", message: failed.message ?? "" };
-  const complete = is("Complete") ?? is("SuccessCriteriaMet");
-  if (complete) return { state: "succeeded", reason: complete.reason ?? "Complete", message: complete.message ?? "" };
-  return { state: "running", reason: "Running", message: "" };
-}
-
-function ownedBy(obj: { metadata?: { ownerReferences?: { uid?: string }[] } }, uid: string | undefined): boolean {
-  return Boolean(uid) && (obj.metadata?.ownerReferences ?? []).some((o) => o.uid === uid);
-}
 
 function created(obj: { metadata?: { creationTimestamp?: Date | string } }): number {
   const t = obj.metadata?.creationTimestamp;
@@ -117,13 +98,13 @@ export class Reconciler {
     }
     const spec = parsed.spec;
 
-    const sshKeyName = await this.ensureSshKey(namespace);
+    const sshKeyName = await ensureSshKey(this.c, this.config, this.log, namespace);
 
     // ---- hosts
     const hostNamespace = this.config.hostNamespace || namespace;
     const bmhs = this.caches.hosts(hostNamespace);
     if (!bmhs) {
-      const agents = await this.reconcileAgents(p, spec, undefined);
+      const agents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
       await this.writeStatus(p, "Pending", { podAgents: agents, sshKeySecret: sshKeyName }, [
         { type: CONDITION.ready, status: "False", reason: "WaitingForHosts", message: "the BareMetalHost inventory is not available yet (is the metal3.io BareMetalHost CRD installed?)" },
         { type: CONDITION.hostsAssigned, status: "Unknown", reason: "WaitingForHosts", message: "BareMetalHost informer has not synced" },
@@ -135,7 +116,7 @@ export class Reconciler {
     const sh = specHash(spec);
     const plan = this.currentPlan(key, p, sh, spec, facts, bmhs);
     if ("unmet" in plan) {
-      const agents = await this.reconcileAgents(p, spec, undefined);
+      const agents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
       await this.writeStatus(p, "Unsatisfiable", { podAgents: agents, sshKeySecret: sshKeyName }, [
         { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
         { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
@@ -176,7 +157,7 @@ export class Reconciler {
     const finishedBefore = p.status?.installHash === hash && (p.status.phase === "Ready" || p.status.phase === "Failed");
     if (!job && finishedBefore) {
       // This install ran to its end and its Job is gone (deleted or pruned): keep the outcome, never run it again.
-      base.podAgents = await this.reconcileAgents(p, spec, n.inventory);
+      base.podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, n.inventory);
       await this.writeStatus(p, p.status!.phase!, base, [assignedCondition, reconciled]);
       return {};
     }
@@ -192,7 +173,7 @@ export class Reconciler {
       this.log.info("created install Job", { provisioning: key, job: n.installJob, hosts: assignedText });
     }
     await this.prune(p, jobs, hash);
-    base.podAgents = await this.reconcileAgents(p, spec, n.inventory);
+    base.podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, n.inventory);
 
     const inventoryCondition: ConditionInput = {
       type: CONDITION.inventoryReady,
@@ -369,86 +350,6 @@ export class Reconciler {
       if (isNotFound(error)) return undefined;
       throw error;
     }
-  }
-
-  /** The namespace's SSH key Secret, created with a new key pair when absent, and its published public half. */
-  private async ensureSshKey(namespace: string): Promise<string> {
-    const objects = sshObjectNames(this.config);
-    let secret;
-    try {
-      secret = await this.c.core.readNamespacedSecret({ namespace, name: objects.privateKey });
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-      const pair = generateSshKeyPair(`bpa@${namespace}`);
-      // A concurrent creator (another namespace's reconcile cannot, a second operator should not) wins: read its key.
-      const ensured = await ensureSecret(this.c, sshKeySecret(namespace, this.config, pair.privateKey, pair.publicKey));
-      secret = ensured.object;
-      if (!secret.data) secret = await this.c.core.readNamespacedSecret({ namespace, name: objects.privateKey });
-      if (ensured.created) this.log.info("created the namespace's SSH key", { namespace, secret: objects.privateKey });
-    }
-    const stored = secret.data?.[SSH_PUBLIC_KEY];
-    if (!stored) throw new Error(`Secret ${namespace}/${objects.privateKey} has no "${SSH_PUBLIC_KEY}"; delete it to have a new key made`);
-    const publicKey = Buffer.from(stored, "base64").toString().trim();
-    const cm = sshPublicKeyConfigMap(namespace, this.config, publicKey);
-    const { object: existingCm, created: cmCreated } = await ensureConfigMap(this.c, cm);
-    if (!cmCreated && existingCm.data?.authorized_keys !== cm.data!.authorized_keys) {
-      await this.c.core.replaceNamespacedConfigMap({ namespace, name: objects.publicKey, body: { ...existingCm, data: cm.data } });
-    }
-    const ud = userDataSecret(namespace, this.config, publicKey);
-    const { object: existingUd, created: udCreated } = await ensureSecret(this.c, ud);
-    const wanted = Buffer.from(ud.stringData!.userData!).toString("base64");
-    if (!udCreated && existingUd.data?.userData !== wanted) {
-      await this.c.core.replaceNamespacedSecret({ namespace, name: objects.userData, body: { ...existingUd, data: { userData: wanted } } });
-    }
-    return objects.privateKey;
-  }
-
-  /** Keeps `spec.replicas` agent pods (a Deployment); returns their names for status.podAgents. */
-  private async reconcileAgents(p: Provisioning, spec: NormalizedSpec, inventory: string | undefined): Promise<string[]> {
-    const namespace = p.metadata.namespace!;
-    const n = names(p);
-    const existing = this.caches.deployment(namespace, n.agents);
-    if (spec.replicas === 0) {
-      if (existing && ownedBy(existing, p.metadata.uid)) {
-        try {
-          await this.c.apps.deleteNamespacedDeployment({ namespace, name: n.agents });
-        } catch (error) {
-          if (!isNotFound(error)) throw error;
-        }
-      }
-      return [];
-    }
-    await ensureServiceAccount(this.c, runnerServiceAccount(p));
-    // Before an inventory exists keep the one the Deployment already mounts, if any.
-    const currentInventory = inventory ?? existing?.spec?.template?.spec?.volumes?.find((v) => v.name === "inventory")?.configMap?.name;
-    const want = agentsDeployment(p, this.config, spec.replicas, currentInventory);
-    if (!existing) {
-      try {
-        await this.c.apps.createNamespacedDeployment({ namespace, body: want });
-      } catch (error) {
-        if (!isConflict(error)) throw error;
-      }
-    } else if (
-      existing.spec?.replicas !== want.spec!.replicas ||
-      existing.spec?.template?.spec?.containers?.[0]?.image !== want.spec!.template.spec!.containers[0]!.image ||
-      currentInventory !== existing.spec?.template?.spec?.volumes?.find((v) => v.name === "inventory")?.configMap?.name
-    ) {
-      await this.c.apps.patchNamespacedDeployment(
-        {
-          namespace,
-          name: n.agents,
-          body: { spec: { replicas: want.spec!.replicas, template: want.spec!.template } },
-        },
-        mergePatch,
-      );
-    }
-    const selector = want.spec!.selector.matchLabels!;
-    return this.caches
-      .pods(namespace)
-      .filter((pod) => !pod.metadata?.deletionTimestamp)
-      .filter((pod) => Object.entries(selector).every(([k, v]) => pod.metadata?.labels?.[k] === v))
-      .map((pod) => pod.metadata!.name!)
-      .sort();
   }
 
   /** Writes status through the status subresource when it changed. */

@@ -11,7 +11,7 @@ import { execFile } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import { applyCrds, clients, createHost, createProvisioning, kubeConfig, listInstallJobs, newNamespace, waitFor, waitForStatus } from "./helpers.js";
+import { applyCrds, clients, createHost, createProvisioning, kubeConfig, listInstallJobs, newNamespace, waitForStatus } from "./helpers.js";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("../../../", import.meta.url));
