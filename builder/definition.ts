@@ -49,6 +49,15 @@ export const ApplianceDefinition = z
       })
       .strict()
       .default({}),
+    access: z
+      .object({
+        /** Public keys allowed to log in as root over SSH (password login stays disabled). */
+        sshAuthorizedKeys: z.array(z.string().regex(/^(ssh|ecdsa|sk)-[a-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$/, "an OpenSSH public key line")).default([]),
+      })
+      .strict()
+      .default({}),
+    /** Extra overlay directories (relative to the definition file), applied after the built-in overlays/. */
+    overlays: z.array(z.string().min(1)).default([]),
     outputs: z
       .object({ formats: z.array(z.enum(OUTPUT_FORMATS)).min(1).default([...OUTPUT_FORMATS]) })
       .strict()

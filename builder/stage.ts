@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { execa, type Options as ExecaOptions } from "execa";
 import { sha256Text } from "./cache.js";
 import { UserError } from "./errors.js";
+import { removeOnInterrupt } from "./interrupt.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
 
 /** What a stage hands to the stages after it. */
@@ -56,6 +57,7 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   const work = `${dir}.partial-${process.pid}`;
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
+  const forget = removeOnInterrupt(work);
   const logPath = `${dir}.log`;
   const logStream = createWriteStream(logPath);
   const started = Date.now();
@@ -69,8 +71,10 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
     clearInterval(heartbeat);
     await closeStream(logStream);
     await rm(work, { recursive: true, force: true });
+    forget();
     throw error;
   }
+  forget();
   clearInterval(heartbeat);
   await closeStream(logStream);
   const seconds = (Date.now() - started) / 1000;
@@ -96,6 +100,9 @@ function stageRun(name: string, out: string, logStream: WriteStream, logPath: st
       const result = await child;
       if (result.failed) {
         const tail = String(result.all ?? "").trimEnd().split("\n").slice(-15).join("\n    ");
+        if (/No space left on device/.test(String(result.all))) {
+          throw new UserError(`stage ${name}: no space left on device while running '${file}'`, `free disk space where the cache lives (${out.replace(/\/[^/]+\/[^/]+$/, "")}) or point ICN_BOOTSTRAP_CACHE at a larger disk; log: ${logPath}`);
+        }
         const cause = result.exitCode === undefined ? (result.signal ?? "failed to start") : `exit code ${result.exitCode}`;
         throw new UserError(`stage ${name}: '${file}' failed (${cause}):\n    ${tail}`, `see the full log: ${logPath}`);
       }

@@ -1,0 +1,57 @@
+import { mkdir, readFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { cacheRoot } from "./cache.js";
+import type { ApplianceDefinition, OutputFormat } from "./definition.js";
+import { requireFile, requireTools } from "./host-tools.js";
+import type { LockFile } from "./lockfile.js";
+import { publishImage, type PublishedImage } from "./publish.js";
+import { runStage, type StageResult } from "./stage.js";
+import { diskStage } from "./stages/disk.js";
+import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
+import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
+import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
+
+export interface BuildRequest {
+  definition: ApplianceDefinition;
+  definitionPath: string;
+  lock: LockFile;
+  formats: OutputFormat[];
+  outDir: string;
+}
+
+export interface BuildResult {
+  stages: StageResult[];
+  images: Record<string, PublishedImage>;
+  packages: Record<string, string>;
+}
+
+export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+
+export function stagesDir(): string {
+  return join(cacheRoot(), "stages");
+}
+
+/** The stage list, in order; each stage is skipped when its inputs are unchanged. */
+export async function build(request: BuildRequest): Promise<BuildResult> {
+  const { definition, lock, formats } = request;
+  await requireTools([...BUILD_TOOLS, ...(formats.includes("qcow2") ? ["qemu-img"] : [])]);
+  await requireFile("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin");
+  await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
+  const cache = stagesDir();
+  const overlayDirs = [BUILTIN_OVERLAYS, ...definition.overlays.map((dir) => resolve(dirname(request.definitionPath), dir))];
+
+  const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
+  const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
+  const disk = await runStage(diskStage, { definition, rootfs, overlays }, cache);
+  const qcow2 = formats.includes("qcow2") ? await runStage(qcow2Stage, { disk }, cache) : undefined;
+  const stages = [rootfs, overlays, disk, ...(qcow2 ? [qcow2] : [])];
+
+  await mkdir(request.outDir, { recursive: true });
+  const images: Record<string, PublishedImage> = {};
+  for (const format of formats) {
+    const target = join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
+    images[format] = await publishImage(formatSource(format, disk, qcow2), target);
+  }
+  const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
+  return { stages, images, packages };
+}
