@@ -44,8 +44,10 @@ export const ApplianceDefinition = z
     disk: z
       .object({
         /** Free space left in the root filesystem of the image; first boot grows it to the whole disk. */
-        rootFree: Size.default("256MiB"),
+        rootFree: Size.default("128MiB"),
         espSize: Size.default("64MiB"),
+        /** Virtual disk size of the qcow2 VM image (sparse: costs nothing until used); root grows into it at first boot. */
+        vmDiskSize: Size.default("32GiB"),
       })
       .strict()
       .default({}),

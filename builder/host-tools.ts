@@ -8,6 +8,7 @@ const PROVIDERS: Record<string, string> = {
   fakeroot: "fakeroot",
   "mkfs.ext4": "e2fsprogs",
   debugfs: "e2fsprogs",
+  e2fsck: "e2fsprogs",
   "mkfs.vfat": "dosfstools",
   mcopy: "mtools",
   mmd: "mtools",

@@ -1,12 +1,13 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { cacheRoot } from "./cache.js";
-import type { ApplianceDefinition, OutputFormat } from "./definition.js";
+import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
 import type { LockFile } from "./lockfile.js";
 import { publishImage, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
+import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
 import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
@@ -25,7 +26,7 @@ export interface BuildResult {
   packages: Record<string, string>;
 }
 
-export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
 export function stagesDir(): string {
   return join(cacheRoot(), "stages");
@@ -42,16 +43,16 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
 
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs, overlays }, cache);
-  const qcow2 = formats.includes("qcow2") ? await runStage(qcow2Stage, { disk }, cache) : undefined;
-  const stages = [rootfs, overlays, disk, ...(qcow2 ? [qcow2] : [])];
+  const disk = await runStage(diskStage, { definition, rootfs }, cache);
+  const image = await runStage(imageStage, { disk, overlays }, cache);
+  const qcow2 = formats.includes("qcow2") ? await runStage(qcow2Stage, { image, virtualBytes: parseSize(definition.disk.vmDiskSize) }, cache) : undefined;
+  const stages = [rootfs, disk, overlays, image, ...(qcow2 ? [qcow2] : [])];
 
   await mkdir(request.outDir, { recursive: true });
-  const images: Record<string, PublishedImage> = {};
-  for (const format of formats) {
-    const target = join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
-    images[format] = await publishImage(formatSource(format, disk, qcow2), target);
-  }
+  const published = await Promise.all(
+    formats.map((format) => publishImage(formatSource(format, image, qcow2), join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`))),
+  );
+  const images: Record<string, PublishedImage> = Object.fromEntries(formats.map((format, i) => [format, published[i]!]));
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   return { stages, images, packages };
 }

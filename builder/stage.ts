@@ -81,7 +81,13 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   const bytes = await treeBytes(work);
   await writeFile(join(work, COMPLETE), JSON.stringify({ key, seconds, bytes, inputs }, null, 2));
   await rm(dir, { recursive: true, force: true });
-  await rename(work, dir);
+  try {
+    await rename(work, dir);
+  } catch (error) {
+    // Another build finished the same stage first: its output is equivalent, keep it.
+    if (!(await readComplete(dir))) throw error;
+    await rm(work, { recursive: true, force: true });
+  }
   log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
   return { name: stage.name, key, dir, reused: false, seconds, bytes };
 }

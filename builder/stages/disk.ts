@@ -6,48 +6,52 @@ import { installBiosBoot } from "../disk/bios-boot.js";
 import { GRUB_BIOS_MODULES, GRUB_EFI_MODULES, earlyConfig, grubConfig } from "../disk/grub.js";
 import { SECTOR, planLayout, sgdiskArgs, type DiskLayout } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
-import { TREE, UNITS_JSON } from "./overlays.js";
 import { rootfsTar } from "./rootfs.js";
 
 export const DISK_IMAGE = "disk.raw";
-export const LAYOUT_JSON = "layout.json";
+const LAYOUT_JSON = "layout.json";
+const DIRS_JSON = "dirs.json";
+/** Unit files and enablement links of the root, so later stages can run `systemctl --root` on a small copy. */
+export const SYSTEMD_SHADOW = "systemd-shadow";
 const GRUB_LIB = "/usr/lib/grub";
+/** Room kept in the root filesystem for the overlays, which are written into it later. */
+const OVERLAY_ROOM = 64 * 1024 * 1024;
 
 export interface DiskDeps {
   definition: ApplianceDefinition;
   rootfs: StageResult;
-  overlays: StageResult;
 }
 
 /**
- * Composes the root tree (rootfs + overlays + enabled units + grub.cfg) under fakeroot,
- * so ownership is right without privileges, makes the ext4 and EFI filesystems from
- * directories (no loop devices, no mounts), and assembles the GPT disk with GRUB for
- * BIOS and UEFI.
+ * The bootable base disk: GPT with a BIOS boot partition (GRUB core.img), the EFI
+ * system partition (GRUB at the removable-media path) and the ext4 root made from the
+ * root filesystem. The root tree is composed under fakeroot so ownership is right
+ * without privileges; filesystems are made from directories (no loop devices or mounts).
+ * Overlays are not in here: they change often and are written later (stages/image.ts).
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
   sources: [import.meta.filename, join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
-  inputs: ({ definition, rootfs, overlays }) => ({ rootfs: rootfs.key, overlays: overlays.key, disk: definition.disk, console: definition.console, name: definition.name }),
-  async build(run, { definition, rootfs, overlays }) {
+  inputs: ({ definition, rootfs }) => ({ rootfs: rootfs.key, disk: definition.disk, console: definition.console, name: definition.name }),
+  async build(run, { definition, rootfs }) {
     const work = join(run.out, "work");
     const staging = join(work, "root");
     const fakerootState = join(work, "fakeroot.state");
     await mkdir(staging, { recursive: true });
-    const seed = `${rootfs.key}:${overlays.key}`;
+    const seed = rootfs.key;
     const rootFsUuid = planLayout(seed, 0, 0).rootFsUuid;
 
-    run.log("composing the root tree (rootfs + overlays)");
-    const units: string[] = JSON.parse(await readFile(join(overlays.dir, UNITS_JSON), "utf8"));
+    run.log("unpacking the root filesystem");
     await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: definition.console.serial, title: definition.name }));
-    // One fakeroot session: extraction, overlay copy and unit enabling all see root ownership.
-    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(overlays.dir, TREE), join(work, "grub.cfg"), ...units]);
+    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW)]);
+    const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
+    await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
 
     const usedBytes = Number((await run.exec("du", ["-s", "--block-size=1", "--apparent-size", staging])).split(/\s/)[0]);
-    const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + parseSize(definition.disk.rootFree);
+    const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + OVERLAY_ROOM + parseSize(definition.disk.rootFree);
     const layout = planLayout(seed, parseSize(definition.disk.espSize), rootBytes);
     const rootImage = join(work, "root.ext4");
-    run.log(`making ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
+    run.log(`making the ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
     await run.exec("fakeroot", ["-i", fakerootState, "--", "mkfs.ext4", "-q", "-F", "-L", "icn-root", "-U", layout.rootFsUuid, "-E", `root_owner=0:0,hash_seed=${layout.rootFsUuid}`, "-d", staging, rootImage, `${layout.root.sectors / 2}k`]);
     await rm(staging, { recursive: true, force: true });
 
@@ -74,7 +78,7 @@ export const diskStage: Stage<DiskDeps> = {
     await rm(work, { recursive: true, force: true });
     await writeFile(join(run.out, LAYOUT_JSON), JSON.stringify(layout, null, 2));
     const info = await stat(disk);
-    run.log(`disk image ${Math.round(info.size / 1024 / 1024)} MiB (${Math.round((info.blocks * 512) / 1024 / 1024)} MiB allocated)`);
+    run.log(`base disk ${Math.round(info.size / 1024 / 1024)} MiB (${Math.round((info.blocks * 512) / 1024 / 1024)} MiB allocated)`);
   },
 };
 
@@ -83,21 +87,24 @@ function writePartition(exec: (file: string, args: string[]) => Promise<string>,
   return exec("dd", [`if=${image}`, `of=${disk}`, "bs=1M", `seek=${(startSector * SECTOR) / (1024 * 1024)}`, "conv=notrunc,sparse", "status=none"]);
 }
 
-export async function readLayout(dir: string): Promise<DiskLayout> {
-  return JSON.parse(await readFile(join(dir, LAYOUT_JSON), "utf8"));
+export async function readLayout(diskDir: string): Promise<DiskLayout> {
+  return JSON.parse(await readFile(join(diskDir, LAYOUT_JSON), "utf8"));
+}
+
+export async function readRootDirs(diskDir: string): Promise<Set<string>> {
+  return new Set(JSON.parse(await readFile(join(diskDir, DIRS_JSON), "utf8")));
 }
 
 /**
- * $1 rootfs tar, $2 staging dir, $3 overlay tree, $4 grub.cfg, $5... units to enable.
- * Runs inside fakeroot: new files are owned by root whatever user builds.
+ * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir.
+ * Runs inside fakeroot: files are owned by root whatever user builds.
  */
 const COMPOSE = `
 tar --numeric-owner -xpf "$1" -C "$2"
-cp -r --preserve=mode,links --no-preserve=ownership "$3"/. "$2"/
 mkdir -p "$2"/boot/grub
-cp "$4" "$2"/boot/grub/grub.cfg
-if [ -d "$2"/root/.ssh ]; then chmod 700 "$2"/root/.ssh; chmod 600 "$2"/root/.ssh/* 2>/dev/null || true; fi
-root="$2"
-shift 4
-if [ "$#" -gt 0 ]; then systemctl --root="$root" enable "$@"; fi
+cp "$3" "$2"/boot/grub/grub.cfg
+mkdir -p "$4"/usr/lib/systemd "$4"/etc/systemd
+cp -a "$2"/usr/lib/systemd/system "$4"/usr/lib/systemd/
+cp -a "$2"/etc/systemd/system "$4"/etc/systemd/
+ln -s usr/lib "$4"/lib
 `;
