@@ -4,7 +4,7 @@ import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
 import type { LockFile } from "./lockfile.js";
-import { publishImage, type PublishedImage } from "./publish.js";
+import { publishImages, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
 import { imageStage } from "./stages/image.js";
@@ -49,8 +49,8 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const stages = [rootfs, disk, overlays, image, ...(qcow2 ? [qcow2] : [])];
 
   await mkdir(request.outDir, { recursive: true });
-  const published = await Promise.all(
-    formats.map((format) => publishImage(formatSource(format, image, qcow2), join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`))),
+  const published = await publishImages(
+    formats.map((format) => ({ source: formatSource(format, image, qcow2), target: join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`) })),
   );
   const images: Record<string, PublishedImage> = Object.fromEntries(formats.map((format, i) => [format, published[i]!]));
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));

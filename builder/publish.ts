@@ -12,27 +12,39 @@ export interface PublishedImage {
 }
 
 /**
- * Copies a finished image out of the stage cache to its final name: written under a
- * temporary name first and renamed when complete, so the final name never holds half
- * an image (also after Ctrl-C or a full disk).
+ * Copies finished images out of the stage cache to their final names. All are written
+ * under temporary names first and renamed only when every one is complete, so a failure
+ * (a full disk, Ctrl-C) leaves nothing under a final name.
  */
-export async function publishImage(source: string, target: string): Promise<PublishedImage> {
-  const temp = tempSibling(target);
-  const forget = removeOnInterrupt(temp);
+export async function publishImages(items: { source: string; target: string }[]): Promise<PublishedImage[]> {
+  const temps = items.map(({ target }) => tempSibling(target));
+  const forget = temps.map((temp) => removeOnInterrupt(temp));
   try {
-    await execa("cp", ["--sparse=always", "--reflink=auto", source, temp]);
-    const sha256 = await sha256File(temp);
-    await rename(temp, target);
-    const info = await stat(target);
-    return { path: target, apparentBytes: info.size, allocatedBytes: info.blocks * 512, sha256 };
-  } catch (error) {
-    await rm(temp, { force: true });
-    const message = String((error as { stderr?: string }).stderr || (error as Error).message);
-    if (/No space left/i.test(message)) {
-      throw new UserError(`no space left to write ${target}`, "free space on the output disk or choose another directory with --out");
+    const copies = await Promise.allSettled(items.map(({ source }, i) => copyAndHash(source, temps[i]!)));
+    const failed = copies.find((c): c is PromiseRejectedResult => c.status === "rejected");
+    if (failed) throw explain(failed.reason, items.map((i) => i.target));
+    const published: PublishedImage[] = [];
+    for (const [i, { target }] of items.entries()) {
+      await rename(temps[i]!, target);
+      const info = await stat(target);
+      published.push({ path: target, apparentBytes: info.size, allocatedBytes: info.blocks * 512, sha256: (copies[i] as PromiseFulfilledResult<string>).value });
     }
-    throw error;
+    return published;
   } finally {
-    forget();
+    await Promise.all(temps.map((temp) => rm(temp, { force: true })));
+    forget.forEach((f) => f());
   }
+}
+
+async function copyAndHash(source: string, temp: string): Promise<string> {
+  await execa("cp", ["--sparse=always", "--reflink=auto", source, temp]);
+  return sha256File(temp);
+}
+
+function explain(error: unknown, targets: string[]): unknown {
+  const message = String((error as { stderr?: string }).stderr || (error as Error).message);
+  if (/No space left/i.test(message)) {
+    return new UserError(`no space left to write ${targets.join(" and ")}`, "free space on the output disk or choose another directory with --out; nothing was written under the final names");
+  }
+  return error;
 }

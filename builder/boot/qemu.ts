@@ -1,4 +1,4 @@
-import { copyFile, mkdtemp, rm } from "node:fs/promises";
+import { access, copyFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -25,10 +25,19 @@ export interface BootOptions {
   hostForwards?: string[];
   /** Called for every console line (for callers that watch more than the marker). */
   onLine?: (line: string) => void;
+  /**
+   * A qcow2 overlay to boot from, kept by the caller so a second boot sees what the first
+   * wrote (reboot tests). Created on first use; by default a throw-away one is used.
+   */
+  disk?: string;
+  /** Pull the plug (SIGKILL, no shutdown) as soon as a console line matches: a power cut. */
+  powerCutOn?: RegExp;
 }
 
 export interface BootResult {
   ready: boolean;
+  /** The run was ended on purpose by powerCutOn. */
+  powerCut: boolean;
   readyLine?: string;
   failure?: string;
   seconds: number;
@@ -51,11 +60,13 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
   if (options.firmware === "uefi") await requireFile(OVMF_CODE, "ovmf");
   const work = await mkdtemp(join(tmpdir(), "icn-boot-"));
   try {
-    const overlay = join(work, "disk.qcow2");
+    const overlay = options.disk ?? join(work, "disk.qcow2");
     const backingFormat = imageKind(options.image) === "qcow2" ? "qcow2" : "raw";
-    await execa("qemu-img", ["create", "-q", "-f", "qcow2", "-b", options.image, "-F", backingFormat, overlay, options.diskSize ?? "16G"]).catch((error) => {
-      throw new UserError(`cannot use ${options.image} as a boot disk: ${error.stderr || error.message}`, "pass an image built by 'icn-bootstrap build' (.img or .qcow2)");
-    });
+    if (!(await exists(overlay))) {
+      await execa("qemu-img", ["create", "-q", "-f", "qcow2", "-b", options.image, "-F", backingFormat, overlay, options.diskSize ?? "16G"]).catch((error) => {
+        throw new UserError(`cannot use ${options.image} as a boot disk: ${error.stderr || error.message}`, "pass an image built by 'icn-bootstrap build' (.img or .qcow2)");
+      });
+    }
     const machine = await machineArgs(options, overlay, work);
     const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
     return await watchConsole(["-accel", accel, ...machine], options, accel);
@@ -87,6 +98,7 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
   const lastLines: string[] = [];
   let readyLine: string | undefined;
   let failure: string | undefined;
+  let powerCut = false;
   let pending = "";
   const child = execa("qemu-system-x86_64", args, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
   const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
@@ -105,13 +117,24 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
       const failed = FAILED_MARKER.exec(line);
       if (ready && !readyLine) readyLine = ready[0];
       if (failed && !failure) failure = failed[0];
+      if (options.powerCutOn?.test(line) && !powerCut) {
+        powerCut = true;
+        child.kill("SIGKILL");
+      }
       if (readyLine || failure) child.kill("SIGTERM");
     }
   });
   const result = await child;
   clearInterval(progress);
-  if (!readyLine && !failure) {
+  if (!readyLine && !failure && !powerCut) {
     failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
   }
-  return { ready: Boolean(readyLine) && !failure, readyLine, failure, seconds: (Date.now() - started) / 1000, accel, lastLines };
+  return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds: (Date.now() - started) / 1000, accel, lastLines };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }
