@@ -14,14 +14,14 @@ let out: string;
 beforeAll(async () => {
   out = await mkdtemp(join(tmpdir(), "icn-boot-out-"));
   const build = await runCli(["build", "--out", out]);
-  expect(build.exitCode, String(build.all)).toBe(0);
+  expect(build.exitCode, build.all).toBe(0);
 }, 40 * 60_000);
 
 describe("the appliance boots with no user action", () => {
   it("USB image under UEFI firmware (OVMF), attached as a USB stick, reaches the ready marker", { timeout: TEST_TIMEOUT }, async () => {
     const image = join(out, "icn-bootstrap.img");
     const result = await runCli(["boot-test", image, "--firmware", "uefi", "--timeout", String(BOOT_TIMEOUT_S)]);
-    expect(result.exitCode, String(result.all)).toBe(0);
+    expect(result.exitCode, result.all).toBe(0);
     const ready = READY.exec(result.stdout);
     expect(ready, result.stdout).not.toBeNull();
     expect(ready![2]).toMatch(/^10\.0\.2\.15\/24$/); // DHCP on the wired port
@@ -32,7 +32,7 @@ describe("the appliance boots with no user action", () => {
 
   it("qcow2 image under BIOS firmware (SeaBIOS) reaches the ready marker", { timeout: TEST_TIMEOUT }, async () => {
     const result = await runCli(["boot-test", join(out, "icn-bootstrap.qcow2"), "--firmware", "bios", "--timeout", String(BOOT_TIMEOUT_S)]);
-    expect(result.exitCode, String(result.all)).toBe(0);
+    expect(result.exitCode, result.all).toBe(0);
     expect(result.stdout).toMatch(READY);
     expect(result.stdout).toMatch(/\(bios, (tcg|kvm)\)/);
   });

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { beforeAll, describe, expect, it } from "vitest";
-import { REPO, runCli } from "../helpers/cli.js";
+import { REPO, runCli, spawnCli, type CliResult } from "../helpers/cli.js";
 import { debugfs, partitionAddress, partitions, statInFs } from "../helpers/image.js";
 
 const BUILD_TIMEOUT = 40 * 60_000;
@@ -31,7 +31,7 @@ async function customDefinition(extraOverlay: Record<string, string>, patch: (ya
 
 describe("icn-bootstrap build with the default definition", () => {
   let out: string;
-  let build: Awaited<ReturnType<typeof runCli>>;
+  let build: CliResult;
   let img: string;
   let qcow2: string;
 
@@ -43,7 +43,7 @@ describe("icn-bootstrap build with the default definition", () => {
   }, BUILD_TIMEOUT);
 
   it("succeeds and prints each image's path, size and true sha256", async () => {
-    expect(build.exitCode, String(build.all)).toBe(0);
+    expect(build.exitCode, build.all).toBe(0);
     for (const image of [img, qcow2]) {
       expect(build.stdout).toContain(image);
       expect(build.stdout).toContain(await sha256(image));
@@ -122,7 +122,7 @@ describe("rebuilds and bad input", () => {
     const definition = await customDefinition({ "etc/icn-bootstrap/test-marker": marker });
     const out = await mkdtemp(join(tmpdir(), "icn-out-"));
     const result = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);
-    expect(result.exitCode, String(result.all)).toBe(0);
+    expect(result.exitCode, result.all).toBe(0);
     expect(result.stderr).toMatch(/rootfs\s+reused/);
     expect(result.stderr).toMatch(/disk\s+reused/);
     expect(result.stderr).toMatch(/image\s+started/);
@@ -159,7 +159,7 @@ describe("rebuilds and bad input", () => {
   it("an interrupted build leaves nothing under the final names and no partial stage output", { timeout: BUILD_TIMEOUT }, async () => {
     const definition = await customDefinition({ "etc/icn-bootstrap/interrupt-marker": `x-${Date.now()}` });
     const out = await mkdtemp(join(tmpdir(), "icn-out-"));
-    const child = runCli(["build", "--definition", definition, "--out", out], { buffer: true });
+    const child = spawnCli(["build", "--definition", definition, "--out", out]);
     await new Promise<void>((resolve) => {
       child.stderr?.on("data", (chunk: Buffer) => {
         if (/image\s+started/.test(chunk.toString())) {
