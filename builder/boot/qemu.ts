@@ -32,6 +32,8 @@ export interface BootOptions {
   disk?: string;
   /** Pull the plug (SIGKILL, no shutdown) as soon as a console line matches: a power cut. */
   powerCutOn?: RegExp;
+  /** What counts as ready (default: the appliance's ready marker). */
+  readyPattern?: RegExp;
 }
 
 export interface BootResult {
@@ -113,7 +115,7 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
       lastLines.push(line);
       if (lastLines.length > 40) lastLines.shift();
       options.onLine?.(line);
-      const ready = READY_MARKER.exec(line);
+      const ready = (options.readyPattern ?? READY_MARKER).exec(line);
       const failed = FAILED_MARKER.exec(line);
       if (ready && !readyLine) readyLine = ready[0];
       if (failed && !failure) failure = failed[0];
