@@ -20,7 +20,15 @@ const OVERLAY_ROOM = 64 * 1024 * 1024;
 export interface DiskDeps {
   definition: ApplianceDefinition;
   rootfs: StageResult;
+  /**
+   * Content layers: outputs of stages that put large, rarely changing trees into the root
+   * (binaries, the seeded registry, the file server's tree). Each has a `tree/` directory,
+   * copied over the root in order, owned by root.
+   */
+  layers?: StageResult[];
 }
+
+export const LAYER_TREE = "tree";
 
 /**
  * The bootable base disk: GPT with a BIOS boot partition (GRUB core.img), the EFI
@@ -32,18 +40,19 @@ export interface DiskDeps {
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
   sources: [import.meta.filename, join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
-  inputs: ({ definition, rootfs }) => ({ rootfs: rootfs.key, disk: definition.disk, console: definition.console, name: definition.name }),
-  async build(run, { definition, rootfs }) {
+  inputs: ({ definition, rootfs, layers = [] }) => ({ rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
+  async build(run, { definition, rootfs, layers = [] }) {
     const work = join(run.out, "work");
     const staging = join(work, "root");
     const fakerootState = join(work, "fakeroot.state");
     await mkdir(staging, { recursive: true });
-    const seed = rootfs.key;
+    const seed = [rootfs.key, ...layers.map((l) => l.key)].join(":");
     const rootFsUuid = planLayout(seed, 0, 0).rootFsUuid;
 
     run.log("unpacking the root filesystem");
     await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: definition.console.serial, title: definition.name }));
-    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW)]);
+    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW), ...layers.map((l) => join(l.dir, LAYER_TREE))]);
+    if (layers.length > 0) run.log(`added content layers: ${layers.map((l) => l.name).join(", ")}`);
     const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
     await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
 
@@ -96,15 +105,17 @@ export async function readRootDirs(diskDir: string): Promise<Set<string>> {
 }
 
 /**
- * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir.
+ * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir, $5... layer trees.
  * Runs inside fakeroot: files are owned by root whatever user builds.
  */
 const COMPOSE = `
-tar --numeric-owner -xpf "$1" -C "$2"
-mkdir -p "$2"/boot/grub
-cp "$3" "$2"/boot/grub/grub.cfg
-mkdir -p "$4"/usr/lib/systemd "$4"/etc/systemd
-cp -a "$2"/usr/lib/systemd/system "$4"/usr/lib/systemd/
-cp -a "$2"/etc/systemd/system "$4"/etc/systemd/
-ln -s usr/lib "$4"/lib
+root="$2"; grubcfg="$3"; shadow="$4"
+tar --numeric-owner -xpf "$1" -C "$root"
+shift 4
+for layer in "$@"; do cp -r --preserve=mode,links --no-preserve=ownership "$layer"/. "$root"/; done
+mkdir -p "$root"/boot/grub "$shadow"/usr/lib/systemd "$shadow"/etc/systemd
+cp "$grubcfg" "$root"/boot/grub/grub.cfg
+cp -a "$root"/usr/lib/systemd/system "$shadow"/usr/lib/systemd/
+cp -a "$root"/etc/systemd/system "$shadow"/etc/systemd/
+ln -s usr/lib "$shadow"/lib
 `;
