@@ -4,7 +4,7 @@ import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
 import type { LockFile } from "./lockfile.js";
-import { publishImages, type PublishedImage } from "./publish.js";
+import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
 import { imageStage } from "./stages/image.js";
@@ -45,14 +45,25 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
   const disk = await runStage(diskStage, { definition, rootfs }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
-  const qcow2 = formats.includes("qcow2") ? await runStage(qcow2Stage, { image, virtualBytes: parseSize(definition.disk.vmDiskSize) }, cache) : undefined;
-  const stages = [rootfs, disk, overlays, image, ...(qcow2 ? [qcow2] : [])];
 
   await mkdir(request.outDir, { recursive: true });
-  const published = await publishImages(
-    formats.map((format) => ({ source: formatSource(format, image, qcow2), target: join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`) })),
-  );
-  const images: Record<string, PublishedImage> = Object.fromEntries(formats.map((format, i) => [format, published[i]!]));
+  const target = (format: OutputFormat) => join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
+  const publisher = new Publisher();
+  let qcow2: StageResult | undefined;
+  try {
+    // The USB image is copied out while the qcow2 conversion runs.
+    if (formats.includes("usb")) publisher.stage(formatSource("usb", image), target("usb"));
+    if (formats.includes("qcow2")) {
+      qcow2 = await runStage(qcow2Stage, { image, virtualBytes: parseSize(definition.disk.vmDiskSize) }, cache);
+      publisher.stage(formatSource("qcow2", image, qcow2), target("qcow2"));
+    }
+  } catch (error) {
+    await publisher.abandon();
+    throw error;
+  }
+  const published = await publisher.commit();
+  const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
+  const stages = [rootfs, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   return { stages, images, packages };
 }
