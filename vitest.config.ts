@@ -4,11 +4,9 @@ import { defineConfig } from "vitest/config";
 // `npx vitest run --project unit`; `npm test` runs them all.
 export default defineConfig({
   test: {
-    // Image builds and QEMU boots are slow under TCG; each long test sets its own timeout.
     testTimeout: 60_000,
     hookTimeout: 30 * 60_000,
     pool: "forks",
-    reporters: ["default"],
     projects: [
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts", "bpa/**/*.test.ts"] } },
       {
@@ -16,12 +14,12 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],
-          // Starts etcd + kube-apiserver (building them on the first run) and provides "kubeconfigPath".
+          // Starts ONE etcd + kube-apiserver (building them on the first run) and provides "kubeconfigPath".
           globalSetup: ["test/setup/kube.global.ts"],
         },
       },
-      { extends: true, test: { name: "image", include: ["test/image/**/*.test.ts"] } },
-      { extends: true, test: { name: "boot", include: ["test/boot/**/*.test.ts"] } },
+      // Image builds and QEMU boots share the stage cache and both cores: one file at a time.
+      { extends: true, test: { name: "image", include: ["test/image/**/*.test.ts", "test/boot/**/*.test.ts"], fileParallelism: false } },
     ],
   },
 });

@@ -12,7 +12,7 @@ export function cacheRoot(): string {
 
 export async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
   return hash.digest("hex");
 }
 

@@ -44,11 +44,22 @@ export const ApplianceDefinition = z
     disk: z
       .object({
         /** Free space left in the root filesystem of the image; first boot grows it to the whole disk. */
-        rootFree: Size.default("256MiB"),
+        rootFree: Size.default("128MiB"),
         espSize: Size.default("64MiB"),
+        /** Virtual disk size of the qcow2 VM image (sparse: costs nothing until used); root grows into it at first boot. */
+        vmDiskSize: Size.default("32GiB"),
       })
       .strict()
       .default({}),
+    access: z
+      .object({
+        /** Public keys allowed to log in as root over SSH (password login stays disabled). */
+        sshAuthorizedKeys: z.array(z.string().regex(/^(ssh|ecdsa|sk)-[a-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$/, "an OpenSSH public key line")).default([]),
+      })
+      .strict()
+      .default({}),
+    /** Extra overlay directories (relative to the definition file), applied after the built-in overlays/. */
+    overlays: z.array(z.string().min(1)).default([]),
     outputs: z
       .object({ formats: z.array(z.enum(OUTPUT_FORMATS)).min(1).default([...OUTPUT_FORMATS]) })
       .strict()

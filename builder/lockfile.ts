@@ -19,6 +19,8 @@ export const LockFile = z
         mirror: z.string().url(),
         suite: z.string().min(1),
         components: z.array(z.string()).min(1),
+        /** The packages the definition (plus the builder's base set) asked for when the lock was made. */
+        requested: z.array(z.string()),
         /** The full installed package set of the root filesystem: name -> version. */
         packages: z.record(z.string(), z.string()),
       })

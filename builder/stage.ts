@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { execa, type Options as ExecaOptions } from "execa";
 import { sha256Text } from "./cache.js";
 import { UserError } from "./errors.js";
+import { removeOnInterrupt } from "./interrupt.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
 
 /** What a stage hands to the stages after it. */
@@ -56,6 +57,7 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   const work = `${dir}.partial-${process.pid}`;
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
+  const forget = removeOnInterrupt(work);
   const logPath = `${dir}.log`;
   const logStream = createWriteStream(logPath);
   const started = Date.now();
@@ -69,15 +71,23 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
     clearInterval(heartbeat);
     await closeStream(logStream);
     await rm(work, { recursive: true, force: true });
+    forget();
     throw error;
   }
+  forget();
   clearInterval(heartbeat);
   await closeStream(logStream);
   const seconds = (Date.now() - started) / 1000;
   const bytes = await treeBytes(work);
   await writeFile(join(work, COMPLETE), JSON.stringify({ key, seconds, bytes, inputs }, null, 2));
   await rm(dir, { recursive: true, force: true });
-  await rename(work, dir);
+  try {
+    await rename(work, dir);
+  } catch (error) {
+    // Another build finished the same stage first: its output is equivalent, keep it.
+    if (!(await readComplete(dir))) throw error;
+    await rm(work, { recursive: true, force: true });
+  }
   log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
   return { name: stage.name, key, dir, reused: false, seconds, bytes };
 }
@@ -96,6 +106,9 @@ function stageRun(name: string, out: string, logStream: WriteStream, logPath: st
       const result = await child;
       if (result.failed) {
         const tail = String(result.all ?? "").trimEnd().split("\n").slice(-15).join("\n    ");
+        if (/No space left on device/.test(String(result.all))) {
+          throw new UserError(`stage ${name}: no space left on device while running '${file}'`, `free disk space where the cache lives (${out.replace(/\/[^/]+\/[^/]+$/, "")}) or point ICN_BOOTSTRAP_CACHE at a larger disk; log: ${logPath}`);
+        }
         const cause = result.exitCode === undefined ? (result.signal ?? "failed to start") : `exit code ${result.exitCode}`;
         throw new UserError(`stage ${name}: '${file}' failed (${cause}):\n    ${tail}`, `see the full log: ${logPath}`);
       }

@@ -1,5 +1,8 @@
+import { bootTestCommand } from "./boot-test.js";
+import { buildCommand } from "./build.js";
 import type { Command } from "./command.js";
 import { fetchCommand } from "./fetch.js";
+import { lockCommand } from "./lock.js";
 import { lockArtifactsCommand } from "./lock-artifacts.js";
 
-export const commands: Command[] = [fetchCommand, lockArtifactsCommand];
+export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, fetchCommand, bootTestCommand];

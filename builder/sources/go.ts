@@ -107,10 +107,13 @@ export function classifyGoFailure(output: string, what: string, command: string,
   const lines = output.trimEnd().split("\n");
   const tail = lines.slice(-12).join("\n    ");
   const find = (re: RegExp) => lines.find((l) => re.test(l))?.trim();
-  const lockFix = "fix the version in appliance.lock.yaml and run 'icn-bootstrap lock-artifacts' (it regenerates go/<group>/go.mod and go.sum); 'go list -m -versions MODULE' lists the published versions";
+  const lockFix = "pin a published version: fix it in appliance.lock.yaml (or pass it with --kubernetes) and run 'icn-bootstrap lock-artifacts', which regenerates go/<group>/go.mod and go.sum; 'go list -m -versions MODULE' lists the versions";
 
   const missing = find(/unknown revision|invalid version|no matching versions|not available|404 Not Found|410 Gone|no such host|cannot find module providing|reading \S+: no such file or directory/);
-  if (missing) return new UserError(`${what}: the Go module version cannot be found: ${missing}`, lockFix);
+  if (missing) {
+    const detail = lines.map((l) => l.trim()).filter((l) => l && !/^go: downloading /.test(l)).join(" / ");
+    return new UserError(`${what}: the Go module version cannot be found: ${detail.length > 400 ? `${detail.slice(0, 400)}…` : detail}`, lockFix);
+  }
   const tooOld = /requires go >= (\S+)/.exec(output);
   if (tooOld) {
     return new UserError(`${what}: the module needs Go ${tooOld[1]}: ${find(/requires go >=/)}`, `install Go ${tooOld[1]} or newer and put it first on PATH (or point ICN_BOOTSTRAP_GO at it)`);

@@ -80,7 +80,8 @@ function toolchainOnce(env?: Record<string, string | undefined>): Promise<GoTool
 /** Reads and cross-checks the committed wrapper module of an entry. */
 export async function readWrapper(name: string, entry: GoModArtifact, baseDir: string): Promise<{ dir: string; goMod: string; goSum: string }> {
   const dir = resolve(baseDir, entry.dir);
-  const shown = relative(process.cwd(), dir) || dir;
+  const rel = relative(process.cwd(), dir);
+  const shown = rel && !rel.startsWith("..") ? rel : dir;
   let goMod: string;
   let goSum: string;
   try {

@@ -182,8 +182,16 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
   }
   const baseDir = dirname(lockPath);
   const artifacts: Record<string, ArtifactEntry> = {};
+  const kubernetes = groups.find((g) => g.module === "k8s.io/kubernetes")?.version;
   for (const [name, entry] of Object.entries(existing)) {
-    if (!groups.some((g) => g.name === name)) artifacts[name] = entry as ArtifactEntry;
+    if (groups.some((g) => g.name === name)) continue;
+    const e = entry as ArtifactEntry;
+    // Release binaries pinned for another Kubernetes version would break "every component follows the one pin".
+    if (kubernetes && e.source === "url" && e.profile === "upstream" && e.version && /^v1\./.test(e.version) && e.version !== kubernetes) {
+      log("lock", `dropped upstream entry ${name} (${e.version}); run 'icn-bootstrap lock-artifacts --upstream' to pin ${kubernetes}'s release binaries`);
+      continue;
+    }
+    artifacts[name] = e;
   }
   for (const group of groups) {
     const dir = resolve(baseDir, "go", group.name);

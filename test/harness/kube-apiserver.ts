@@ -62,8 +62,8 @@ export async function startKubeTestServer(opts: KubeTestServerOptions = {}): Pro
   const stop = async () => {
     process.removeListener("exit", killAll);
     await Promise.all(children.map((child) => terminate(child)));
-    watchdog.stdin?.end();
     await rm(dir, { recursive: true, force: true });
+    watchdog.stdin?.end();
   };
 
   try {

@@ -1,0 +1,142 @@
+import { access, copyFile, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { UserError } from "../errors.js";
+import { requireFile, requireTools } from "../host-tools.js";
+import { log } from "../log.js";
+import { chooseAccel, type Accel } from "./accel.js";
+
+export type Firmware = "bios" | "uefi";
+export const READY_MARKER = /ICN-BOOTSTRAP-READY.*/;
+const FAILED_MARKER = /ICN-BOOTSTRAP-FAILED.*|Kernel panic.*/;
+const OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+const OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+
+export interface BootOptions {
+  image: string;
+  firmware: Firmware;
+  timeoutSeconds: number;
+  memoryMiB?: number;
+  /** Virtual size of the disk the guest sees: larger than the image, so first boot grows root. */
+  diskSize?: string;
+  accel?: Accel;
+  /** Extra `-nic user` options such as hostfwd=tcp:127.0.0.1:6443-:6443. */
+  hostForwards?: string[];
+  /** Called for every console line (for callers that watch more than the marker). */
+  onLine?: (line: string) => void;
+  /**
+   * A qcow2 overlay to boot from, kept by the caller so a second boot sees what the first
+   * wrote (reboot tests). Created on first use; by default a throw-away one is used.
+   */
+  disk?: string;
+  /** Pull the plug (SIGKILL, no shutdown) as soon as a console line matches: a power cut. */
+  powerCutOn?: RegExp;
+  /** What counts as ready (default: the appliance's ready marker). */
+  readyPattern?: RegExp;
+}
+
+export interface BootResult {
+  ready: boolean;
+  /** The run was ended on purpose by powerCutOn. */
+  powerCut: boolean;
+  readyLine?: string;
+  failure?: string;
+  seconds: number;
+  accel: Accel;
+  lastLines: string[];
+}
+
+/** How a format is attached: a USB image as a USB stick on xHCI, as a real stick would be. */
+export function imageKind(image: string): "usb" | "qcow2" {
+  return image.endsWith(".qcow2") ? "qcow2" : "usb";
+}
+
+/**
+ * Boots an image in QEMU and watches its serial console until the ready marker, a
+ * failure marker, or the timeout. The image itself is never written: the guest runs on
+ * a temporary qcow2 overlay.
+ */
+export async function bootImage(options: BootOptions): Promise<BootResult> {
+  await requireTools(["qemu-system-x86_64", "qemu-img"]);
+  if (options.firmware === "uefi") await requireFile(OVMF_CODE, "ovmf");
+  const work = await mkdtemp(join(tmpdir(), "icn-boot-"));
+  try {
+    const overlay = options.disk ?? join(work, "disk.qcow2");
+    const backingFormat = imageKind(options.image) === "qcow2" ? "qcow2" : "raw";
+    if (!(await exists(overlay))) {
+      await execa("qemu-img", ["create", "-q", "-f", "qcow2", "-b", options.image, "-F", backingFormat, overlay, options.diskSize ?? "16G"]).catch((error) => {
+        throw new UserError(`cannot use ${options.image} as a boot disk: ${error.stderr || error.message}`, "pass an image built by 'icn-bootstrap build' (.img or .qcow2)");
+      });
+    }
+    const machine = await machineArgs(options, overlay, work);
+    const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
+    return await watchConsole(["-accel", accel, ...machine], options, accel);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
+  const args = ["-machine", "q35", "-cpu", "max", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"];
+  if (options.firmware === "uefi") {
+    const vars = join(work, "OVMF_VARS.fd");
+    await copyFile(OVMF_VARS, vars);
+    args.push("-drive", `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, "-drive", `if=pflash,format=raw,file=${vars}`);
+  }
+  if (imageKind(options.image) === "usb") {
+    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", "usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0");
+  } else {
+    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", "virtio-blk-pci,drive=disk,bootindex=0");
+  }
+  // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
+  const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
+  args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
+  return args;
+}
+
+async function watchConsole(args: string[], options: BootOptions, accel: Accel): Promise<BootResult> {
+  const started = Date.now();
+  const lastLines: string[] = [];
+  let readyLine: string | undefined;
+  let failure: string | undefined;
+  let powerCut = false;
+  let pending = "";
+  const child = execa("qemu-system-x86_64", args, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
+  const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
+  child.all?.on("data", (chunk: Buffer) => {
+    pending += chunk.toString("utf8");
+    const lines = pending.split(/\r?\n/);
+    pending = lines.pop() ?? "";
+    for (const raw of lines) {
+      // eslint-disable-next-line no-control-regex
+      const line = raw.replace(/\x1b\[[0-9;?=]*[A-Za-z]/g, "").trimEnd();
+      if (!line) continue;
+      lastLines.push(line);
+      if (lastLines.length > 40) lastLines.shift();
+      options.onLine?.(line);
+      const ready = (options.readyPattern ?? READY_MARKER).exec(line);
+      const failed = FAILED_MARKER.exec(line);
+      if (ready && !readyLine) readyLine = ready[0];
+      if (failed && !failure) failure = failed[0];
+      if (options.powerCutOn?.test(line) && !powerCut) {
+        powerCut = true;
+        child.kill("SIGKILL");
+      }
+      if (readyLine || failure) child.kill("SIGTERM");
+    }
+  });
+  const result = await child;
+  clearInterval(progress);
+  if (!readyLine && !failure && !powerCut) {
+    failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
+  }
+  return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds: (Date.now() - started) / 1000, accel, lastLines };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,0 +1,63 @@
+import { createHash } from "node:crypto";
+
+export const SECTOR = 512;
+const MIB_SECTORS = (1024 * 1024) / SECTOR;
+
+export interface Partition {
+  number: number;
+  name: string;
+  /** sgdisk type code */
+  type: string;
+  start: number; // sectors
+  sectors: number;
+  guid: string;
+}
+
+export interface DiskLayout {
+  diskGuid: string;
+  totalSectors: number;
+  bios: Partition;
+  esp: Partition;
+  root: Partition;
+  rootFsUuid: string;
+}
+
+/** A UUID derived from a seed, so the same inputs give the same image. */
+export function stableUuid(seed: string, purpose: string): string {
+  const hex = createHash("sha256").update(`${seed}:${purpose}`).digest("hex");
+  // version 4 layout (random-looking), variant 10xx
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/**
+ * GPT: 1 MiB BIOS boot partition (GRUB core.img), the EFI system partition, then the
+ * root filesystem; everything 1 MiB aligned, 1 MiB left at the end for the backup GPT.
+ */
+export function planLayout(seed: string, espBytes: number, rootBytes: number): DiskLayout {
+  const mib = (bytes: number) => Math.ceil(bytes / (1024 * 1024)) * MIB_SECTORS;
+  const bios: Partition = { number: 1, name: "BIOS boot", type: "EF02", start: MIB_SECTORS, sectors: MIB_SECTORS, guid: stableUuid(seed, "bios") };
+  const esp: Partition = { number: 2, name: "EFI system", type: "EF00", start: bios.start + bios.sectors, sectors: mib(espBytes), guid: stableUuid(seed, "esp") };
+  // 8304: "Linux x86-64 root (/)" from the Discoverable Partitions Specification
+  const root: Partition = { number: 3, name: "root", type: "8304", start: esp.start + esp.sectors, sectors: mib(rootBytes), guid: stableUuid(seed, "root") };
+  return {
+    diskGuid: stableUuid(seed, "disk"),
+    totalSectors: root.start + root.sectors + MIB_SECTORS,
+    bios,
+    esp,
+    root,
+    rootFsUuid: stableUuid(seed, "rootfs"),
+  };
+}
+
+export function sgdiskArgs(layout: DiskLayout): string[] {
+  const args = ["--clear", `--disk-guid=${layout.diskGuid}`];
+  for (const p of [layout.bios, layout.esp, layout.root]) {
+    args.push(
+      `--new=${p.number}:${p.start}:${p.start + p.sectors - 1}`,
+      `--typecode=${p.number}:${p.type}`,
+      `--change-name=${p.number}:${p.name}`,
+      `--partition-guid=${p.number}:${p.guid}`,
+    );
+  }
+  return args;
+}

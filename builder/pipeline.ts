@@ -1,0 +1,69 @@
+import { mkdir, readFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { cacheRoot } from "./cache.js";
+import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
+import { requireFile, requireTools } from "./host-tools.js";
+import type { LockFile } from "./lockfile.js";
+import { Publisher, type PublishedImage } from "./publish.js";
+import { runStage, type StageResult } from "./stage.js";
+import { diskStage } from "./stages/disk.js";
+import { imageStage } from "./stages/image.js";
+import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
+import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
+import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
+
+export interface BuildRequest {
+  definition: ApplianceDefinition;
+  definitionPath: string;
+  lock: LockFile;
+  formats: OutputFormat[];
+  outDir: string;
+}
+
+export interface BuildResult {
+  stages: StageResult[];
+  images: Record<string, PublishedImage>;
+  packages: Record<string, string>;
+}
+
+export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+
+export function stagesDir(): string {
+  return join(cacheRoot(), "stages");
+}
+
+/** The stage list, in order; each stage is skipped when its inputs are unchanged. */
+export async function build(request: BuildRequest): Promise<BuildResult> {
+  const { definition, lock, formats } = request;
+  await requireTools([...BUILD_TOOLS, ...(formats.includes("qcow2") ? ["qemu-img"] : [])]);
+  await requireFile("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin");
+  await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
+  const cache = stagesDir();
+  const overlayDirs = [BUILTIN_OVERLAYS, ...definition.overlays.map((dir) => resolve(dirname(request.definitionPath), dir))];
+
+  const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
+  const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
+  const disk = await runStage(diskStage, { definition, rootfs }, cache);
+  const image = await runStage(imageStage, { disk, overlays }, cache);
+
+  await mkdir(request.outDir, { recursive: true });
+  const target = (format: OutputFormat) => join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
+  const publisher = new Publisher();
+  let qcow2: StageResult | undefined;
+  try {
+    // The USB image is copied out while the qcow2 conversion runs.
+    if (formats.includes("usb")) publisher.stage(formatSource("usb", image), target("usb"));
+    if (formats.includes("qcow2")) {
+      qcow2 = await runStage(qcow2Stage, { image, virtualBytes: parseSize(definition.disk.vmDiskSize) }, cache);
+      publisher.stage(formatSource("qcow2", image, qcow2), target("qcow2"));
+    }
+  } catch (error) {
+    await publisher.abandon();
+    throw error;
+  }
+  const published = await publisher.commit();
+  const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
+  const stages = [rootfs, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
+  const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
+  return { stages, images, packages };
+}

@@ -1,0 +1,104 @@
+import { chmod, lstat, mkdir, readdir, readFile, readlink, symlink, writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve } from "node:path";
+import Handlebars from "handlebars";
+import { sha256Text } from "../cache.js";
+import type { ApplianceDefinition } from "../definition.js";
+import { UserError } from "../errors.js";
+import type { Stage } from "../stage.js";
+
+export const BUILTIN_OVERLAYS = resolve(import.meta.dirname, "..", "..", "overlays");
+export const UNITS_JSON = "units.json";
+export const TREE = "tree";
+const EXTRA_UNITS = "etc/icn-bootstrap/enable-units";
+
+export interface OverlaysDeps {
+  definition: ApplianceDefinition;
+  /** Overlay directories in the order they are applied (later ones win). */
+  directories: string[];
+}
+
+interface OverlayEntry {
+  dir: string;
+  path: string; // relative to dir
+  kind: "file" | "symlink";
+  mode: number;
+  digest: string;
+}
+
+async function listOverlay(dir: string): Promise<OverlayEntry[]> {
+  const entries: OverlayEntry[] = [];
+  async function walk(current: string): Promise<void> {
+    let names;
+    try {
+      names = await readdir(current, { withFileTypes: true });
+    } catch (error) {
+      throw new UserError(`overlay directory ${current} cannot be read: ${(error as NodeJS.ErrnoException).code}`, "fix the 'overlays' list in the definition");
+    }
+    for (const entry of names.sort((a, b) => a.name.localeCompare(b.name))) {
+      const full = join(current, entry.name);
+      const info = await lstat(full);
+      if (info.isDirectory()) await walk(full);
+      else if (info.isSymbolicLink()) entries.push({ dir, path: relative(dir, full), kind: "symlink", mode: 0o777, digest: sha256Text(await readlink(full)) });
+      else if (info.isFile()) entries.push({ dir, path: relative(dir, full), kind: "file", mode: info.mode & 0o7777, digest: sha256Text(await readFile(full, "utf8")) });
+    }
+  }
+  await walk(dir);
+  return entries;
+}
+
+/** The definition without what does not change the root filesystem's content. */
+function templateValues(definition: ApplianceDefinition) {
+  const { outputs: _outputs, ...values } = definition;
+  return values;
+}
+
+export const overlaysStage: Stage<OverlaysDeps> = {
+  name: "overlays",
+  sources: [import.meta.filename],
+  inputs: async ({ definition, directories }) => ({
+    values: templateValues(definition),
+    files: (await Promise.all(directories.map(listOverlay))).flat().map(({ path, kind, mode, digest }) => ({ path, kind, mode, digest })),
+  }),
+  async build(run, { definition, directories }) {
+    const tree = join(run.out, TREE);
+    const values = templateValues(definition);
+    await mkdir(tree, { recursive: true });
+    const units = new Set<string>();
+    let count = 0;
+    for (const dir of directories) {
+      for (const entry of await listOverlay(dir)) {
+        const source = join(entry.dir, entry.path);
+        const targetPath = entry.path.endsWith(".hbs") ? entry.path.slice(0, -4) : entry.path;
+        const target = join(tree, targetPath);
+        await mkdir(dirname(target), { recursive: true });
+        if (entry.kind === "symlink") {
+          await symlink(await readlink(source), target);
+        } else {
+          const text = await readFile(source, "utf8");
+          const content = entry.path.endsWith(".hbs") ? render(text, values, source) : text;
+          // A template that renders to nothing (e.g. a disabled static network) is not installed.
+          if (entry.path.endsWith(".hbs") && content.trim() === "") continue;
+          await writeFile(target, content);
+          await chmod(target, entry.mode);
+          if (/^etc\/systemd\/system\/[^/]+\.(service|timer|socket|path)$/.test(targetPath) && /^\[Install\]/m.test(text)) {
+            units.add(targetPath.split("/").pop()!);
+          }
+        }
+        count++;
+      }
+    }
+    // Units shipped by packages (e.g. systemd-networkd) are enabled by listing them here.
+    const extra = await readFile(join(tree, EXTRA_UNITS), "utf8").catch(() => "");
+    for (const unit of extra.split("\n").map((l) => l.replace(/#.*/, "").trim()).filter(Boolean)) units.add(unit);
+    await writeFile(join(run.out, UNITS_JSON), JSON.stringify([...units].sort()));
+    run.log(`${count} files from ${directories.length} overlay director${directories.length === 1 ? "y" : "ies"}, ${units.size} units to enable`);
+  },
+};
+
+function render(template: string, values: unknown, source: string): string {
+  try {
+    return Handlebars.compile(template, { strict: true, noEscape: true })(values);
+  } catch (error) {
+    throw new UserError(`overlay template ${source}: ${(error as Error).message}`, "fix the template, or add the missing value to the definition");
+  }
+}

@@ -1,0 +1,143 @@
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { ApplianceDefinition } from "../definition.js";
+import { UserError } from "../errors.js";
+import type { LockFile } from "../lockfile.js";
+import type { Stage } from "../stage.js";
+import { parseDpkgStatus, readTarMember } from "../tar-read.js";
+
+/** What the first-boot units and the boot loader need, whatever the definition asks for. */
+export const BASE_PACKAGES = [
+  "linux-image-amd64",
+  "initramfs-tools",
+  "systemd",
+  "systemd-sysv",
+  "systemd-resolved",
+  "udev",
+  "dbus",
+  "kmod",
+  "iproute2",
+  "openssh-server",
+  "cloud-guest-utils", // growpart
+  "gdisk", // sgdisk -e: move the backup GPT header to the end of a larger disk
+  "e2fsprogs",
+  "procps",
+  "ca-certificates",
+];
+
+export interface RootfsDeps {
+  definition: ApplianceDefinition;
+  lock: LockFile["debian"];
+  /**
+   * Resolve mode (`icn-bootstrap lock`): install the newest versions instead of the pinned
+   * ones. The value identifies the mirror's state (sha256 of its InRelease file), so a
+   * resolution is reused only while the mirror has not changed.
+   */
+  resolve?: string;
+}
+
+export function requestedPackages(definition: ApplianceDefinition): string[] {
+  return [...new Set([...BASE_PACKAGES, ...definition.debian.packages])].sort();
+}
+
+const ROOTFS_TAR = "rootfs.tar";
+export const PACKAGES_JSON = "packages.json";
+
+/** Files that must not be baked into an image: first boot creates them per machine. */
+const CUSTOMIZE = [
+  'rm -f "$1"/etc/ssh/ssh_host_*',
+  ': > "$1"/etc/machine-id',
+  'rm -f "$1"/var/lib/dbus/machine-id "$1"/etc/hostname "$1"/etc/resolv.conf',
+  'rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/log/*.log',
+].join(" && ");
+
+/** Documentation is dropped to keep the image small; copyright files stay. */
+const DPKG_EXCLUDES = [
+  "path-exclude=/usr/share/man/*",
+  "path-exclude=/usr/share/info/*",
+  "path-exclude=/usr/share/doc/*",
+  "path-include=/usr/share/doc/*/copyright",
+  "path-exclude=/usr/share/locale/*",
+  "path-include=/usr/share/locale/locale.alias",
+];
+
+export const rootfsStage: Stage<RootfsDeps> = {
+  name: "rootfs",
+  sources: [import.meta.filename],
+  inputs: ({ definition, lock, resolve }) => {
+    const requested = requestedPackages(definition);
+    if (definition.debian.suite !== lock.suite) {
+      throw new UserError(
+        `the definition asks for Debian '${definition.debian.suite}' but the lock file pins '${lock.suite}'`,
+        "run 'icn-bootstrap lock' to re-pin for the definition's suite",
+      );
+    }
+    if (!resolve) assertLockCovers(requested, lock);
+    return { mirror: lock.mirror, suite: lock.suite, components: lock.components, requested, pinned: resolve ? { newestAt: resolve } : lock.packages };
+  },
+  async build(run, { definition, lock, resolve }) {
+    const requested = requestedPackages(definition);
+    const include = resolve ? requested : Object.entries(lock.packages).map(([name, version]) => `${name}=${version}`);
+    const tarPath = join(run.out, ROOTFS_TAR);
+    run.log(`mmdebstrap ${lock.suite} from ${lock.mirror}: ${requested.length} requested packages${resolve ? " (resolving newest versions)" : `, ${include.length} pinned`}`);
+    try {
+      await run.exec("mmdebstrap", [
+        "--mode=unshare",
+        "--variant=apt",
+        "--format=tar",
+        `--components=${lock.components.join(",")}`,
+        `--include=${include.join(",")}`,
+        ...DPKG_EXCLUDES.map((rule) => `--dpkgopt=${rule}`),
+        `--customize-hook=${CUSTOMIZE}`,
+        lock.suite,
+        tarPath,
+        lock.mirror,
+      ]);
+    } catch (error) {
+      const text = String((error as Error).message);
+      const missing = [...text.matchAll(/Version '([^']+)' for '([^']+)' was not found/g)].map((m) => `${m[2]}=${m[1]}`);
+      if (missing.length > 0) {
+        throw new UserError(
+          `pinned Debian package versions are no longer on ${lock.mirror}: ${missing.join(", ")}`,
+          "run 'icn-bootstrap lock' to re-pin to the mirror's current versions, or point debian.mirror in the lock file at a snapshot of the archive",
+        );
+      }
+      throw error;
+    }
+    const status = await readTarMember(tarPath, "var/lib/dpkg/status");
+    if (!status) throw new Error("mmdebstrap produced a root filesystem without /var/lib/dpkg/status");
+    const installed = parseDpkgStatus(status);
+    if (!resolve) assertMatchesLock(installed, lock.packages);
+    await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
+    run.log(`${Object.keys(installed).length} packages installed`);
+  },
+};
+
+function assertLockCovers(requested: string[], lock: LockFile["debian"]): void {
+  const locked = new Set(lock.requested);
+  const added = requested.filter((name) => !locked.has(name));
+  const removed = lock.requested.filter((name) => !requested.includes(name));
+  if (added.length === 0 && removed.length === 0) return;
+  const parts = [];
+  if (added.length > 0) parts.push(`asks for Debian package${added.length > 1 ? "s" : ""} that the lock file does not pin: ${added.join(", ")}`);
+  if (removed.length > 0) parts.push(`no longer asks for ${removed.join(", ")}, which the lock file still pins`);
+  throw new UserError(`the definition ${parts.join("; and ")}`, "run 'icn-bootstrap lock' to re-resolve and pin the package set (nothing enters an image unpinned)");
+}
+
+function assertMatchesLock(installed: Record<string, string>, pinned: Record<string, string>): void {
+  const drift: string[] = [];
+  for (const [name, version] of Object.entries(installed)) {
+    if (pinned[name] !== version) drift.push(pinned[name] ? `${name} ${version} (locked ${pinned[name]})` : `${name} ${version} (not in the lock)`);
+  }
+  for (const name of Object.keys(pinned)) if (!(name in installed)) drift.push(`${name} (locked, not installed)`);
+  if (drift.length > 0) {
+    throw new UserError(
+      `the installed package set differs from the lock file: ${drift.slice(0, 10).join("; ")}${drift.length > 10 ? `; and ${drift.length - 10} more` : ""}`,
+      "run 'icn-bootstrap lock' to re-pin the package set",
+    );
+  }
+}
+
+export function rootfsTar(dir: string): string {
+  return join(dir, ROOTFS_TAR);
+}

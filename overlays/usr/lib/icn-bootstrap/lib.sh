@@ -1,0 +1,16 @@
+# Shared by the first-boot steps. Each step is idempotent: it records completion in a
+# stamp under /var/lib/icn-bootstrap/, written only after the step's work is durable,
+# so a power cut mid-step simply re-runs it at the next boot.
+STAMPS=/var/lib/icn-bootstrap
+mkdir -p "$STAMPS"
+
+stamp() { sync; touch "$STAMPS/$1.done"; sync; }
+done_already() { [ -e "$STAMPS/$1.done" ]; }
+
+# Writes a line on the serial console and the screen (whichever exist).
+say() {
+  for tty in /dev/ttyS0 /dev/tty0; do
+    [ -w "$tty" ] && printf '%s\r\n' "$*" > "$tty" 2>/dev/null || true
+  done
+  echo "$*"
+}

@@ -1,0 +1,193 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { beforeAll, describe, expect, it } from "vitest";
+import { REPO, runCli, spawnCli, type CliResult } from "../helpers/cli.js";
+import { debugfs, partitionAddress, partitions, statInFs } from "../helpers/image.js";
+
+const BUILD_TIMEOUT = 40 * 60_000;
+
+async function sha256(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/** A definition in a temporary directory: the default one plus extra overlays. */
+async function customDefinition(extraOverlay: Record<string, string>, patch: (yaml: string) => string = (y) => y) {
+  const dir = await mkdtemp(join(tmpdir(), "icn-def-"));
+  const yaml = (await readFile(join(REPO, "appliance.yaml"), "utf8")).replace(/^overlays: \[\]$/m, "overlays: [extra]");
+  await writeFile(join(dir, "appliance.yaml"), patch(yaml));
+  await copyFile(join(REPO, "appliance.lock.yaml"), join(dir, "appliance.lock.yaml"));
+  for (const [path, content] of Object.entries(extraOverlay)) {
+    await mkdir(join(dir, "extra", path, ".."), { recursive: true });
+    await writeFile(join(dir, "extra", path), content);
+  }
+  return join(dir, "appliance.yaml");
+}
+
+describe("icn-bootstrap build with the default definition", () => {
+  let out: string;
+  let build: CliResult;
+  let img: string;
+  let qcow2: string;
+
+  beforeAll(async () => {
+    out = await mkdtemp(join(tmpdir(), "icn-out-"));
+    build = await runCli(["build", "--out", out]);
+    img = join(out, "icn-bootstrap.img");
+    qcow2 = join(out, "icn-bootstrap.qcow2");
+  }, BUILD_TIMEOUT);
+
+  it("succeeds and prints each image's path, size and true sha256", async () => {
+    expect(build.exitCode, build.all).toBe(0);
+    for (const image of [img, qcow2]) {
+      expect(build.stdout).toContain(image);
+      expect(build.stdout).toContain(await sha256(image));
+    }
+    expect(build.stderr).toMatch(/rootfs\s+(reused|done in)/);
+    expect((await readdir(out)).sort()).toEqual(["icn-bootstrap.img", "icn-bootstrap.qcow2", "icn-bootstrap.report.json"]);
+  });
+
+  it("writes a GPT with a BIOS boot partition, an EFI system partition and a root partition", async () => {
+    const table = await partitions(img);
+    expect(table.map((p) => [p.number, p.code, p.name])).toEqual([
+      [1, "EF02", "BIOS boot"],
+      [2, "EF00", "EFI system"],
+      [3, "8304", "root"],
+    ]);
+    for (const p of table) expect(p.start % 2048).toBe(0);
+  });
+
+  it("boots UEFI from the removable-media path and BIOS from the MBR", async () => {
+    const { mtools } = await partitionAddress(img, 2);
+    const { stdout } = await execa("mdir", ["-b", "-i", mtools, "::/EFI/BOOT"]);
+    expect(stdout).toMatch(/BOOTX64\.EFI/);
+    const head = Buffer.alloc(512);
+    const fd = await import("node:fs/promises").then((fs) => fs.open(img));
+    await fd.read(head, 0, 512, 0);
+    await fd.close();
+    expect(head.readUInt16LE(510)).toBe(0xaa55);
+    const bios = (await partitions(img))[0]!;
+    expect(head.readBigUInt64LE(0x5c)).toBe(BigInt(bios.start)); // GRUB's boot.img points at core.img
+  });
+
+  it("has a clean ext4 root with the first-boot units enabled and no per-machine identity", async () => {
+    const { ext } = await partitionAddress(img, 3);
+    await execa("e2fsck", ["-f", "-n", ext]);
+    for (const unit of ["icn-grow-root.service", "icn-identity.service", "icn-ready.service"]) {
+      expect(await statInFs(ext, `/etc/systemd/system/${unit}`), unit).toMatchObject({ type: "regular", uid: 0 });
+    }
+    expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-ready.service")).toMatchObject({ type: "symlink" });
+    expect(await statInFs(ext, "/etc/systemd/system/local-fs.target.wants/icn-grow-root.service")).toMatchObject({ type: "symlink" });
+    expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/systemd-networkd.service")).toMatchObject({ type: "symlink" });
+    expect(await statInFs(ext, "/usr/lib/icn-bootstrap/grow-root")).toMatchObject({ type: "regular", mode: "0755" });
+    expect(await statInFs(ext, "/etc/machine-id")).toMatchObject({ size: 0 });
+    expect(await debugfs(ext, "ls /etc/ssh")).not.toMatch(/ssh_host_/);
+    expect(await statInFs(ext, "/etc/hostname")).toBeUndefined();
+    const uuid = (await execa("blkid", ["-p", "-s", "UUID", "-o", "value", "-O", String((await partitions(img))[2]!.start * 512), img])).stdout.trim();
+    expect(uuid).toMatch(/^[0-9a-f-]{36}$/);
+    const grubCfg = await debugfs(ext, "cat /boot/grub/grub.cfg");
+    expect(grubCfg).toMatch(/console=ttyS0,115200n8/);
+    expect(grubCfg).toContain(`root=UUID=${uuid}`);
+    expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
+    expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
+  });
+
+  it("writes a compressed qcow2 that holds the same disk as the USB image", async () => {
+    const info = JSON.parse((await execa("qemu-img", ["info", "--output=json", qcow2])).stdout);
+    expect(info.format).toBe("qcow2");
+    expect(info["virtual-size"]).toBe(32 * 1024 ** 3);
+    await execa("qemu-img", ["check", qcow2]);
+    const compare = await execa("qemu-img", ["compare", "-f", "raw", "-F", "qcow2", img, qcow2], { reject: false });
+    expect(compare.stdout).toMatch(/Images are identical/);
+  });
+
+  it("writes a report with the package list and every stage", async () => {
+    const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "overlays", "disk", "image", "qcow2"]);
+    const lock = await readFile(join(REPO, "appliance.lock.yaml"), "utf8");
+    const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
+    expect(lock).toContain(`systemd: ${systemd.version}`);
+    expect(report.images.usb.sha256).toBe(await sha256(img));
+  });
+});
+
+describe("rebuilds and bad input", () => {
+  it("an overlay-only change rebuilds only the overlay stages and the new file is in the image", { timeout: BUILD_TIMEOUT }, async () => {
+    const marker = `marker-${Date.now()}`;
+    const definition = await customDefinition({ "etc/icn-bootstrap/test-marker": marker });
+    const out = await mkdtemp(join(tmpdir(), "icn-out-"));
+    const result = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);
+    expect(result.exitCode, result.all).toBe(0);
+    expect(result.stderr).toMatch(/rootfs\s+reused/);
+    expect(result.stderr).toMatch(/disk\s+reused/);
+    expect(result.stderr).toMatch(/image\s+started/);
+    const { ext } = await partitionAddress(join(out, "icn-bootstrap.img"), 3);
+    expect((await debugfs(ext, "cat /etc/icn-bootstrap/test-marker")).trim()).toBe(marker);
+    expect(await readdir(out)).not.toContain("icn-bootstrap.qcow2");
+  });
+
+  it("a wrong definition fails naming the field, and writes nothing", async () => {
+    const definition = await customDefinition({}, (y) => y.replace("dhcp: true", "dhcp: sometimes"));
+    const out = join(await mkdtemp(join(tmpdir(), "icn-out-")), "out");
+    const result = await runCli(["build", "--definition", definition, "--out", out]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toMatch(/network\.dhcp: expected boolean, got string/);
+    expect(result.stderr).toMatch(/fix: /);
+    await expect(readdir(out)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("a package the lock file does not pin fails the build before anything is built", async () => {
+    const definition = await customDefinition({}, (y) => y.replace("    - less\n", "    - less\n    - htop\n"));
+    const result = await runCli(["build", "--definition", definition, "--out", await mkdtemp(join(tmpdir(), "icn-out-"))]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toMatch(/asks for Debian package that the lock file does not pin: htop/);
+    expect(result.stderr).toMatch(/icn-bootstrap lock/);
+  });
+
+  it("an unknown format is rejected with the valid ones", async () => {
+    const result = await runCli(["build", "--format", "usb,iso"]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toMatch(/--format: unknown format 'iso'/);
+    expect(result.stderr).toMatch(/usb, qcow2/);
+  });
+
+  it("an interrupted build leaves nothing under the final names and no partial stage output", { timeout: BUILD_TIMEOUT }, async () => {
+    const definition = await customDefinition({ "etc/icn-bootstrap/interrupt-marker": `x-${Date.now()}` });
+    const out = await mkdtemp(join(tmpdir(), "icn-out-"));
+    const child = spawnCli(["build", "--definition", definition, "--out", out]);
+    await new Promise<void>((resolve) => {
+      child.stderr?.on("data", (chunk: Buffer) => {
+        if (/image\s+started/.test(chunk.toString())) {
+          child.kill("SIGINT");
+          resolve();
+        }
+      });
+    });
+    const result = await child;
+    expect(result.exitCode).toBe(130);
+    expect(result.stderr).toMatch(/interrupted \(SIGINT\): partial outputs removed/);
+    expect(await readdir(out)).toEqual([]);
+    const cache = process.env.ICN_BOOTSTRAP_CACHE ?? join(process.env.HOME ?? "/root", ".cache/icn-bootstrap");
+    const partial = (await readdir(join(cache, "stages", "image"))).filter((n) => n.includes(`.partial-${child.pid}`) && !n.endsWith(".log"));
+    expect(partial).toEqual([]);
+  });
+
+  it.runIf(process.getuid?.() === 0)("a full output disk fails clearly and leaves no image (tmpfs of 100 MiB; needs root to mount)", { timeout: BUILD_TIMEOUT }, async () => {
+    const out = await mkdtemp(join(tmpdir(), "icn-full-"));
+    await execa("mount", ["-t", "tmpfs", "-o", "size=100m", "tmpfs", out]);
+    try {
+      const result = await runCli(["build", "--out", out]);
+      expect(result.exitCode).toBe(1);
+      expect(result.stderr).toMatch(/no space left to write/);
+      expect(result.stderr).toMatch(/--out/);
+      expect(await readdir(out)).toEqual([]);
+    } finally {
+      await execa("umount", [out]);
+    }
+  });
+});

@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { loadDefinition, parseDefinition, parseSize } from "../../builder/definition.js";
+import { UserError } from "../../builder/errors.js";
+
+const minimal = "name: test\ndebian:\n  suite: trixie\n";
+
+function errorOf(text: string): string {
+  try {
+    parseDefinition(text, "appliance.yaml");
+  } catch (error) {
+    expect(error).toBeInstanceOf(UserError);
+    return (error as Error).message;
+  }
+  throw new Error("expected the definition to be rejected");
+}
+
+describe("appliance definition", () => {
+  it("loads the repository's default definition", async () => {
+    const definition = await loadDefinition();
+    expect(definition.name).toBe("icn-bootstrap");
+    expect(definition.outputs.formats).toEqual(["usb", "qcow2"]);
+    expect(definition.debian.packages).toContain("containerd");
+  });
+
+  it("fills defaults for a minimal definition", () => {
+    const definition = parseDefinition(minimal, "x.yaml");
+    expect(definition.console.serial).toBe("ttyS0,115200");
+    expect(definition.network).toMatchObject({ dhcp: true, hostnamePrefix: "icn-bootstrap" });
+    expect(definition.outputs.formats).toEqual(["usb", "qcow2"]);
+    expect(definition.overlays).toEqual([]);
+  });
+
+  it("rejects an unknown key with its path", () => {
+    expect(errorOf(`${minimal}network:\n  dhpc: true\n`)).toMatch(/network: unknown key 'dhpc'/);
+    expect(errorOf(`${minimal}colour: blue\n`)).toMatch(/\(top level\): unknown key 'colour'/);
+  });
+
+  it("rejects a wrong type with the path and the expected type", () => {
+    expect(errorOf(`${minimal}network:\n  dhcp: "yes"\n`)).toMatch(/network\.dhcp: expected boolean, got string/);
+    expect(errorOf(`name: test\ndebian:\n  suite: trixie\n  packages: nginx\n`)).toMatch(/debian\.packages: expected array, got string/);
+  });
+
+  it("names the element of a list that is wrong", () => {
+    expect(errorOf(`${minimal}outputs:\n  formats: [usb, iso]\n`)).toMatch(/outputs\.formats\[1\]: expected one of 'usb', 'qcow2', got 'iso'/);
+    expect(errorOf(`name: test\ndebian:\n  suite: trixie\n  packages: [curl, "Bad Name"]\n`)).toMatch(/debian\.packages\[1\]: expected a Debian package name/);
+  });
+
+  it("reports a missing required field", () => {
+    expect(errorOf("name: test\n")).toMatch(/debian: required field missing \(expected object\)/);
+  });
+
+  it("rejects malformed values with what was expected", () => {
+    expect(errorOf(`${minimal}disk:\n  rootFree: lots\n`)).toMatch(/disk\.rootFree: expected a size such as '512MiB'/);
+    expect(errorOf(`${minimal}network:\n  static: { interface: eth0, address: 10.0.0.2 }\n`)).toMatch(/network\.static\.address: expected an IPv4 address with prefix/);
+    expect(errorOf(`${minimal}console:\n  serial: com1\n`)).toMatch(/console\.serial: expected a serial console/);
+  });
+
+  it("reports YAML syntax errors", () => {
+    expect(errorOf("name: [unclosed\n")).toMatch(/not valid YAML/);
+  });
+
+  it("reports a missing file with the fix", async () => {
+    await expect(loadDefinition("/nonexistent/appliance.yaml")).rejects.toThrow(/cannot read appliance definition \/nonexistent\/appliance.yaml: ENOENT/);
+  });
+
+  it("parses sizes", () => {
+    expect(parseSize("512MiB")).toBe(512 * 1024 * 1024);
+    expect(parseSize("1.5G")).toBe(1.5 * 1024 ** 3);
+  });
+});
