@@ -7,15 +7,19 @@ import type { LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
+import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
+import { ensureArtifacts, loadArtifacts, selectTargets, type ArtifactResult } from "./sources/index.js";
+import { UserError } from "./errors.js";
 import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
-import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
+import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
 import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
   definitionPath: string;
   lock: LockFile;
+  lockPath: string;
   formats: OutputFormat[];
   outDir: string;
 }
@@ -24,6 +28,19 @@ export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
   packages: Record<string, string>;
+}
+
+/** The node binaries at the lock file's one Kubernetes version, built or fetched into the artifact cache. */
+async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: string): Promise<ArtifactResult[]> {
+  const targets = selectTargets(await loadArtifacts(lockPath), { only: [...NODE_BINARIES] });
+  const pinned = targets[0]?.entry.version;
+  if (definition.kubernetes.version && definition.kubernetes.version !== pinned) {
+    throw new UserError(
+      `the definition asks for Kubernetes ${definition.kubernetes.version} but the lock file pins ${pinned}`,
+      `run 'icn-bootstrap lock-artifacts --kubernetes ${definition.kubernetes.version}' to pin it, or remove kubernetes.version from the definition`,
+    );
+  }
+  return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
 }
 
 export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
@@ -39,11 +56,20 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   await requireFile("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin");
   await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
   const cache = stagesDir();
-  const overlayDirs = [BUILTIN_OVERLAYS, ...definition.overlays.map((dir) => resolve(dirname(request.definitionPath), dir))];
+  const overlayDirs: OverlaySource[] = [
+    { dir: BUILTIN_OVERLAYS, target: "" },
+    ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),
+    ...definition.overlays.map((dir) => ({ dir: resolve(dirname(request.definitionPath), dir), target: "" })),
+  ];
 
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
+  const layers: StageResult[] = [];
+  if (definition.kubernetes.enabled) {
+    const binaries = await kubernetesArtifacts(definition, request.lockPath);
+    layers.push(await runStage(kubernetesStage, { binaries }, cache));
+  }
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs }, cache);
+  const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
 
   await mkdir(request.outDir, { recursive: true });
@@ -63,7 +89,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   }
   const published = await publisher.commit();
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
-  const stages = [rootfs, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
+  const stages = [rootfs, ...layers, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   return { stages, images, packages };
 }
