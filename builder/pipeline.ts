@@ -3,7 +3,8 @@ import { dirname, join, resolve } from "node:path";
 import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
-import type { LockFile } from "./lockfile.js";
+import { buildContent } from "./images/pipeline.js";
+import { lockPathFor, type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
@@ -18,6 +19,8 @@ export interface BuildRequest {
   lock: LockFile;
   formats: OutputFormat[];
   outDir: string;
+  /** The lock file (default: the definition's `<name>.lock.yaml`). */
+  lockPath?: string;
 }
 
 export interface BuildResult {
@@ -26,7 +29,7 @@ export interface BuildResult {
   packages: Record<string, string>;
 }
 
-export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+export const BUILD_TOOLS = ["skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
 export function stagesDir(): string {
   return join(cacheRoot(), "stages");
@@ -42,8 +45,13 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const overlayDirs = [BUILTIN_OVERLAYS, ...definition.overlays.map((dir) => resolve(dirname(request.definitionPath), dir))];
 
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
+  // --- issue 6: stages 3-5 (files + kubespray, images, seeded registry) -> content layers
+  const content = await buildContent({ definition, lock, lockPath: request.lockPath ?? lockPathFor(request.definitionPath), stagesDir: cache });
+  const contentLayers = [content.registry!, content.files];
+  const contentStages = [content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images, content.registry!];
+  // --- end issue 6
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs }, cache);
+  const disk = await runStage(diskStage, { definition, rootfs, layers: [...contentLayers] }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
 
   await mkdir(request.outDir, { recursive: true });
@@ -63,7 +71,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   }
   const published = await publisher.commit();
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
-  const stages = [rootfs, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
+  const stages = [rootfs, ...contentStages, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   return { stages, images, packages };
 }
