@@ -56,7 +56,7 @@ export function registryConfig(storage: string, listen: string, opts: { readOnly
 }
 
 /** Starts docker-registry serving `storage` on `host` (a free port) and waits until it answers /v2/. */
-export async function startRegistry(storage: string, opts: { host?: string; port?: number } = {}): Promise<RegistryServer> {
+export async function startRegistry(storage: string, opts: { host?: string; port?: number; readOnly?: boolean } = {}): Promise<RegistryServer> {
   const bin = await findTool("docker-registry");
   if (!bin) throw new UserError("missing host tool: docker-registry", "install it with 'apt-get install docker-registry' (or run scripts/setup-host.sh as root)");
   const host = opts.host ?? "127.0.0.1";
@@ -67,7 +67,7 @@ export async function startRegistry(storage: string, opts: { host?: string; port
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = opts.port ?? (await freePort(host));
     const address = `${host}:${port}`;
-    await writeFile(join(dir, "config.yml"), registryConfig(storage, address));
+    await writeFile(join(dir, "config.yml"), registryConfig(storage, address, { readOnly: opts.readOnly }));
     const fd = openSync(logPath, "a");
     const child = spawn(bin, ["serve", join(dir, "config.yml")], { stdio: ["ignore", fd, fd] });
     closeSync(fd);
