@@ -11,6 +11,7 @@ import { diskStage } from "./stages/disk.js";
 import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
+import { SEEDED_JSON } from "./stages/registry.js";
 import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 
 export interface BuildRequest {
@@ -27,6 +28,8 @@ export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
   packages: Record<string, string>;
+  /** The container images seeded into the registry (reference, digest, built or pulled). */
+  containerImages?: { ref: string; digest: string; source: string }[];
 }
 
 export const BUILD_TOOLS = ["skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
@@ -73,5 +76,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
   const stages = [rootfs, ...contentStages, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
-  return { stages, images, packages };
+  const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; digest: string; source: string }[] };
+  const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
+  return { stages, images, packages, containerImages };
 }

@@ -162,6 +162,38 @@ afterAll(async () => {
   await execa("rm", ["-rf", work], { reject: false });
 });
 
+describe("the kubespray runner image", () => {
+  it("builds from its recipe with the (stand-in) kubespray tree at /kubespray and the entrypoint of the contract", async () => {
+    const { loadSeedLists, selectImages } = await import("../../builder/images/seed.js");
+    const { planImages } = await import("../../builder/images/plan.js");
+    const { imagesStage, IMAGES_JSON } = await import("../../builder/stages/images.js");
+    const { imageBaseStage } = await import("../../builder/stages/image-debian.js");
+    const { debianSource } = await import("../../builder/images/pipeline.js");
+    const { runStage } = await import("../../builder/stage.js");
+    const lock = await loadLock(DEFAULT_LOCK);
+    const listed = await loadSeedLists([join(REPO, "registry-seed/bootstrap.yaml")]);
+    // The committed list cannot pin the runner for the real kubespray: build it unpinned (what lock-images does).
+    const runner = selectImages(listed, { profile: "default", kubespray: true, allowUnpinned: true }).images.filter((i) => i.recipe === "kubespray-runner");
+    expect(runner.map((r) => r.ref)).toEqual(["bootstrap.icn:5000/icn/kubespray-runner:v2.31.0"]);
+    const plan = await planImages(runner, { kubesprayTree });
+    const base = await runStage(imageBaseStage, { debian: debianSource(lock), set: lock.images!.debian.base }, stagesDir());
+    const built = await runStage(imagesStage, { plan, base, record: true }, join(work, "stages"));
+    const [image] = JSON.parse(await readFile(join(built.dir, IMAGES_JSON), "utf8")) as { digest: string; layers: { digest: string }[] }[];
+    expect(image!.layers).toHaveLength(2); // the shared Debian base + kubespray and the entrypoint
+    const blob = (d: string) => join(built.dir, "oci/blobs/sha256", d.replace("sha256:", ""));
+    const manifest = JSON.parse(await readFile(blob(image!.digest), "utf8"));
+    const config = JSON.parse(await readFile(blob(manifest.config.digest), "utf8"));
+    expect(config.config.Entrypoint).toEqual(["/usr/local/bin/bpa-runner"]);
+    expect(config.config.Cmd).toEqual(["install"]);
+    expect(config.config.WorkingDir).toBe("/kubespray");
+    const listing = (await execa("tar", ["-tzvf", blob(image!.layers[1]!.digest)])).stdout;
+    expect(listing).toMatch(/-rwxr-xr-x 0\/0 .* usr\/local\/bin\/bpa-runner/);
+    for (const entry of ["kubespray/cluster.yml", "kubespray/scale.yml", "kubespray/upgrade-cluster.yml", "kubespray/inventory/sample/", "kubespray/README.md"]) expect(listing).toContain(entry);
+    const baseListing = (await execa("sh", ["-c", `tar -tzf ${blob(image!.layers[0]!.digest)} | grep -E '^usr/bin/(ansible-playbook|ssh|python3)$'`])).stdout.split("\n").sort();
+    expect(baseListing).toEqual(["usr/bin/ansible-playbook", "usr/bin/python3", "usr/bin/ssh"]);
+  }, 10 * 60_000);
+});
+
 describe("the kubespray runner against a test host in a network namespace", () => {
   it("runs the stand-in cluster.yml over SSH (registry pull + file fetch on the node) and hands the kubeconfig back into the Secret", async () => {
     // The Kubernetes side of the contract: the empty Secret, and a ServiceAccount that may only touch it.

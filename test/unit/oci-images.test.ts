@@ -170,3 +170,4 @@ describe("image lists and recipes: bad input names the entry", () => {
     expect((await loadSeedLists([ok])).map((i) => `${i.repository}:${i.tag}`)).toEqual(["library/nginx:1", "icn/bpa:0.1.0"]);
   });
 });
+
