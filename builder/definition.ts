@@ -73,6 +73,21 @@ export const ApplianceDefinition = z
       .default({}),
     /** Extra overlay directories (relative to the definition file), applied after the built-in overlays/. */
     overlays: z.array(z.string().min(1)).default([]),
+    /** The local registry's content (registry-seed/, images/). */
+    registry: z
+      .object({
+        /** default: images built from images/ recipes; upstream: pulled by digest with skopeo where the list pins an upstream digest. */
+        profile: z.enum(["default", "upstream"]).default("default"),
+        /** Image lists (relative to the repository), pinned by digest. */
+        lists: z.array(z.string().min(1)).default(["registry-seed/bootstrap.yaml", "registry-seed/application.yaml"]),
+      })
+      .strict()
+      .default({}),
+    /** kubespray for the application clusters: its release tarball (lock file: artifacts.kubespray) and the runner image. */
+    kubespray: z
+      .object({ enabled: z.boolean().default(false) })
+      .strict()
+      .default({}),
     outputs: z
       .object({ formats: z.array(z.enum(OUTPUT_FORMATS)).min(1).default([...OUTPUT_FORMATS]) })
       .strict()

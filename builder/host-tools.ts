@@ -17,6 +17,10 @@ const PROVIDERS: Record<string, string> = {
   systemctl: "systemd",
   "qemu-img": "qemu-utils",
   "qemu-system-x86_64": "qemu-system-x86",
+  skopeo: "skopeo",
+  "docker-registry": "docker-registry",
+  gzip: "gzip",
+  time: "time",
 };
 
 const SEARCH = [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/sbin"];

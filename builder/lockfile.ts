@@ -4,6 +4,7 @@ import yaml from "js-yaml";
 import { z } from "zod";
 import { tempSibling } from "./cache.js";
 import { UserError } from "./errors.js";
+import { ImagesLock } from "./images/lock.js";
 import { Artifacts } from "./sources/schema.js";
 
 /**
@@ -27,6 +28,8 @@ export const LockFile = z
       .strict(),
     /** External artifacts (binaries, tarballs, images) by name; see builder/sources. */
     artifacts: Artifacts.default({}),
+    /** Debian package sets inside the container images the project builds (builder/images). */
+    images: ImagesLock.optional(),
   })
   .strict();
 

@@ -3,7 +3,8 @@ import { dirname, join, resolve } from "node:path";
 import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
-import type { LockFile } from "./lockfile.js";
+import { buildContent } from "./images/pipeline.js";
+import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
@@ -13,6 +14,7 @@ import { UserError } from "./errors.js";
 import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
+import { SEEDED_JSON } from "./stages/registry.js";
 import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 
 export interface BuildRequest {
@@ -28,6 +30,8 @@ export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
   packages: Record<string, string>;
+  /** The container images seeded into the registry (reference, digest, built or pulled). */
+  containerImages?: { ref: string; digest: string; source: string }[];
 }
 
 /** The node binaries at the lock file's one Kubernetes version, built or fetched into the artifact cache. */
@@ -43,7 +47,7 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
   return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
 }
 
-export const BUILD_TOOLS = ["mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+export const BUILD_TOOLS = ["skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
 export function stagesDir(): string {
   return join(cacheRoot(), "stages");
@@ -64,10 +68,16 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
 
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
   const layers: StageResult[] = [];
+  const contentStages: StageResult[] = [];
   if (definition.kubernetes.enabled) {
-    const binaries = await kubernetesArtifacts(definition, request.lockPath);
-    layers.push(await runStage(kubernetesStage, { binaries }, cache));
+    const kubernetes = await runStage(kubernetesStage, { binaries: await kubernetesArtifacts(definition, request.lockPath) }, cache);
+    layers.push(kubernetes);
+    contentStages.push(kubernetes);
   }
+  // Stages 3-5: the file server's tree (kubespray + binaries), the container images and the seeded registry.
+  const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
+  layers.push(content.registry!, content.files);
+  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images, content.registry!);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
   const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
@@ -89,7 +99,9 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   }
   const published = await publisher.commit();
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
-  const stages = [rootfs, ...layers, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
+  const stages = [rootfs, ...contentStages, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
-  return { stages, images, packages };
+  const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; digest: string; source: string }[] };
+  const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
+  return { stages, images, packages, containerImages };
 }

@@ -13,6 +13,7 @@ export async function writeReport(path: string, name: string, result: BuildResul
     images: result.images,
     sbom: {
       debianPackages: Object.entries(result.packages).map(([name, version]) => ({ name, version })),
+      containerImages: result.containerImages ?? [],
     },
   };
   const temp = tempSibling(path);
@@ -21,14 +22,14 @@ export async function writeReport(path: string, name: string, result: BuildResul
 }
 
 export function summary(result: BuildResult, reportPath: string, totalSeconds: number): string {
-  const lines = ["", "stage       result    time      size"];
+  const lines = ["", "stage         result    time      size"];
   for (const stage of result.stages) {
-    lines.push(`${stage.name.padEnd(11)} ${(stage.reused ? "reused" : "built").padEnd(9)} ${formatSeconds(stage.seconds * 1000).padEnd(9)} ${formatBytes(stage.bytes)}`);
+    lines.push(`${stage.name.padEnd(13)} ${(stage.reused ? "reused" : "built").padEnd(9)} ${formatSeconds(stage.seconds * 1000).padEnd(9)} ${formatBytes(stage.bytes)}`);
   }
   lines.push("", `built in ${formatSeconds(totalSeconds * 1000)}:`);
   for (const image of Object.values(result.images)) {
     lines.push(`  ${image.path}`, `    size ${formatBytes(image.apparentBytes)} (allocated ${formatBytes(image.allocatedBytes)})  sha256 ${image.sha256}`);
   }
-  lines.push(`  ${reportPath}  (SBOM: ${Object.keys(result.packages).length} Debian packages; stage sizes and times)`);
+  lines.push(`  ${reportPath}  (SBOM: ${Object.keys(result.packages).length} Debian packages, ${result.containerImages?.length ?? 0} container images; stage sizes and times)`);
   return lines.join("\n");
 }

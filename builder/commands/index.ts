@@ -4,5 +4,6 @@ import type { Command } from "./command.js";
 import { fetchCommand } from "./fetch.js";
 import { lockCommand } from "./lock.js";
 import { lockArtifactsCommand } from "./lock-artifacts.js";
+import { lockImagesCommand } from "./lock-images.js";
 
-export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, fetchCommand, bootTestCommand];
+export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand];

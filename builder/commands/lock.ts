@@ -46,7 +46,7 @@ options:
     const mirrorState = await fetchInRelease(debian.mirror, debian.suite);
     const result = await runStage(rootfsStage, { definition, lock: debian, resolve: mirrorState }, stagesDir());
     debian.packages = JSON.parse(await readFile(join(result.dir, PACKAGES_JSON), "utf8"));
-    await saveLock(lockPath, { version: 1, debian, artifacts: previous?.artifacts ?? {} });
+    await saveLock(lockPath, { version: 1, debian, artifacts: previous?.artifacts ?? {}, ...(previous?.images ? { images: previous.images } : {}) });
     const changed = previous ? diffPackages(previous.debian.packages, debian.packages) : [];
     console.log(`${lockPath}: ${Object.keys(debian.packages).length} Debian packages pinned${previous ? `, ${changed.length} changed` : ""}`);
     for (const line of changed.slice(0, 50)) console.log(`  ${line}`);

@@ -1,5 +1,5 @@
-import { readFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { access, readFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import yaml from "js-yaml";
 import { ContentStore } from "../cache.js";
 import { UserError } from "../errors.js";
@@ -41,7 +41,23 @@ export async function loadArtifacts(lockPath: string = DEFAULT_LOCK): Promise<Lo
     throw new UserError(`${lockPath}: artifacts.${issue.path.join(".")}: ${issue.message}`, "fix the entry, or regenerate it with 'icn-bootstrap lock-artifacts'");
   }
   checkUniqueBinaries(result.data, lockPath);
-  return { lockPath, baseDir: dirname(lockPath), artifacts: result.data };
+  return { lockPath, baseDir: await wrapperBase(lockPath, result.data), artifacts: result.data };
+}
+
+/**
+ * gomod `dir`s are relative to the lock file; a lock file copied elsewhere (a custom
+ * definition beside its own lock) without the go/ wrappers uses the repository's.
+ */
+async function wrapperBase(lockPath: string, artifacts: Artifacts): Promise<string> {
+  const dir = dirname(lockPath);
+  const first = Object.values(artifacts).find((a) => a.source === "gomod");
+  if (!first || first.source !== "gomod") return dir;
+  try {
+    await access(join(dir, first.dir, "go.mod"));
+    return dir;
+  } catch {
+    return resolve(import.meta.dirname, "..", "..");
+  }
 }
 
 function checkUniqueBinaries(artifacts: Artifacts, lockPath: string): void {
@@ -89,7 +105,12 @@ export interface EnsureOptions extends DownloadOptions {
  */
 export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<ArtifactResult[]> {
   const loaded = await loadArtifacts(opts.lockPath);
-  const targets = selectTargets(loaded, opts);
+  let targets = selectTargets(loaded, opts);
+  if (!opts.only?.length) {
+    // An entry that cannot be verified (sha256: unknown) is only fetched when asked for by name.
+    for (const t of targets.filter((t) => t.source === "url" && t.entry.sha256 === "unknown")) (opts.log ?? defaultLog)(t.name, "skipped: sha256 unknown in the lock file (fetch it with --only once it is pinned)");
+    targets = targets.filter((t) => !(t.source === "url" && t.entry.sha256 === "unknown"));
+  }
   const ctx: SourceContext = {
     baseDir: loaded.baseDir,
     store: opts.store ?? new ContentStore(),

@@ -44,7 +44,8 @@ export const UrlArtifact = z
   .object({
     source: z.literal("url"),
     url: z.string().url(),
-    sha256: Sha256,
+    /** "unknown" marks an entry whose file could not be downloaded where the lock was written: using it fails. */
+    sha256: z.union([Sha256, z.literal("unknown")]),
     /** Informational: the upstream version this file belongs to. */
     version: z.string().optional(),
     size: z.number().int().nonnegative().optional(),

@@ -33,6 +33,12 @@ export function downloadsDir(): string {
  * nothing.
  */
 export async function ensureUrlFile(name: string, entry: UrlArtifact, ctx: SourceContext, opts: DownloadOptions = {}): Promise<ArtifactResult> {
+  if (entry.sha256 === "unknown") {
+    throw new UserError(
+      `${name}: the lock file has no sha256 for ${entry.url} (marked 'unknown': it could not be downloaded where the lock was written)`,
+      `download it, check it, and write its digest into appliance.lock.yaml (artifacts.${name}.sha256: the output of 'sha256sum FILE'); or point url at a copy you trust`,
+    );
+  }
   const expected = normalizeDigest(entry.sha256);
   const version = entry.version ?? "-";
   let repaired: string | undefined;

@@ -1,0 +1,185 @@
+/**
+ * Turns the image lists and recipes into a plan the images stage can hash and build:
+ * recipe `build` commands are run, artifacts resolved, every copied file hashed.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { lstat, readdir, readlink } from "node:fs/promises";
+import { join, relative, resolve } from "node:path";
+import { execa } from "execa";
+import { sha256File } from "../cache.js";
+import { UserError } from "../errors.js";
+import { log } from "../log.js";
+import { readWrapper } from "../sources/gomod.js";
+import { artifactPaths, loadArtifacts, type EnsureOptions } from "../sources/index.js";
+import type { LayerFile } from "../oci/layer.js";
+import type { ImageConfig } from "../oci/layout.js";
+import type { CompileProgram } from "../stages/image-debian.js";
+import { IMAGES_DIR, loadRecipe, recipeBase, type Recipe } from "./recipe.js";
+import type { SelectedImage } from "./seed.js";
+
+export const REPO_ROOT = resolve(import.meta.dirname, "..", "..");
+
+export interface PlannedFile extends LayerFile {
+  /** Content hash of the source (a tree hash for directories). */
+  sha256: string;
+}
+
+export interface PlannedImage {
+  ref: string;
+  repository: string;
+  tag: string;
+  tags: string[];
+  list: string;
+  expected: string | undefined;
+  source: "recipe" | "pull";
+  upstreamDigest?: string;
+  recipe?: {
+    name: string;
+    recipeSha256: string;
+    base: "debian" | "scratch";
+    packages: string[];
+    files: PlannedFile[];
+    /** `compiled:<name>` copies, resolved by the images stage from the image-compile stage. */
+    compiled: { name: string; to: string; mode?: number }[];
+    config: ImageConfig;
+  };
+}
+
+export interface ImagesPlan {
+  images: PlannedImage[];
+  /** Union of the Debian packages of recipes with a Debian base. */
+  basePackages: string[];
+  programs: CompileProgram[];
+}
+
+export interface PlanOptions {
+  /** The extracted kubespray release tree, when kubespray is enabled. */
+  kubesprayTree?: string;
+  imagesDir?: string;
+  artifacts?: Omit<EnsureOptions, "only">;
+  lockPath?: string;
+}
+
+async function treeHash(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  const walk = async (p: string) => {
+    const info = await lstat(p);
+    const rel = relative(path, p);
+    if (info.isDirectory()) {
+      hash.update(`d ${rel} ${info.mode & 0o777}\n`);
+      for (const name of (await readdir(p)).sort()) await walk(join(p, name));
+    } else if (info.isSymbolicLink()) hash.update(`l ${rel} ${await readlink(p)}\n`);
+    else if (info.isFile()) {
+      const h = createHash("sha256");
+      for await (const chunk of createReadStream(p)) h.update(chunk as Buffer);
+      hash.update(`f ${rel} ${info.mode & 0o111 ? "x" : "-"} ${h.digest("hex")}\n`);
+    }
+  };
+  await walk(path);
+  return hash.digest("hex");
+}
+
+const ranBuilds = new Set<string>();
+
+async function runRecipeBuild(recipe: Recipe, ref: string): Promise<void> {
+  const key = JSON.stringify(recipe.build);
+  if (!recipe.build || ranBuilds.has(key)) return;
+  log("images", `${recipe.name}: ${recipe.build.join(" ")}`);
+  const result = await execa(recipe.build[0]!, recipe.build.slice(1), { cwd: REPO_ROOT, all: true, reject: false });
+  if (result.failed) {
+    throw new UserError(`${ref}: the recipe's build command '${recipe.build.join(" ")}' failed:\n    ${String(result.all ?? "").trimEnd().split("\n").slice(-10).join("\n    ")}`, `fix it and run it by hand from ${REPO_ROOT} first`);
+  }
+  ranBuilds.add(key);
+}
+
+export async function planImages(selected: SelectedImage[], opts: PlanOptions = {}): Promise<ImagesPlan> {
+  const images: PlannedImage[] = [];
+  const basePackages = new Set<string>();
+  const programs = new Map<string, CompileProgram>();
+  for (const image of selected) {
+    const planned: PlannedImage = {
+      ref: image.ref,
+      repository: image.repository,
+      tag: image.tag,
+      tags: image.tags,
+      list: image.list,
+      expected: image.expected,
+      source: image.source,
+      upstreamDigest: image.upstreamDigest,
+    };
+    if (image.source === "recipe") {
+      const recipe = await loadRecipe(image.recipe!, image.ref, opts.imagesDir ?? IMAGES_DIR);
+      await runRecipeBuild(recipe, image.ref);
+      const base = recipeBase(recipe);
+      if (base === "debian") recipe.debian.packages.forEach((p) => basePackages.add(p));
+      const files: PlannedFile[] = [];
+      const compiled: { name: string; to: string; mode?: number }[] = [];
+      for (const c of recipe.compile) {
+        const file = await compileSource(c.source, recipe, image.ref, opts.lockPath);
+        const program = { name: c.name, file, sha256: await sha256File(file), cflags: c.cflags };
+        const other = programs.get(c.name);
+        if (other && (other.sha256 !== program.sha256 || JSON.stringify(other.cflags) !== JSON.stringify(program.cflags))) {
+          throw new UserError(`${image.ref}: compile '${c.name}' is defined differently by two recipes`, "give the programs different names");
+        }
+        programs.set(c.name, program);
+      }
+      for (const copy of recipe.copy) {
+        const mode = copy.mode ? parseInt(copy.mode, 8) : undefined;
+        const [kind, rest] = copy.from.includes(":") ? [copy.from.slice(0, copy.from.indexOf(":")), copy.from.slice(copy.from.indexOf(":") + 1)] : ["path", copy.from];
+        if (kind === "compiled") {
+          if (!recipe.compile.some((c) => c.name === rest)) throw new UserError(`${recipe.file}: copy from '${copy.from}' names no compile entry`, "add it under compile:");
+          compiled.push({ name: rest, to: copy.to, mode });
+          continue;
+        }
+        let from: string;
+        let sha256: string;
+        if (kind === "artifact") {
+          const paths: Record<string, string> = await artifactPaths([rest], { ...opts.artifacts, lockPath: opts.lockPath });
+          from = paths[rest]!;
+          sha256 = from.split("/").pop()!;
+        } else if (kind === "kubespray") {
+          if (!opts.kubesprayTree) throw new UserError(`${image.ref}: its recipe copies the kubespray tree, but kubespray is not enabled`, "set kubespray.enabled: true in the definition (or mark the list entry 'requires: kubespray')");
+          from = join(opts.kubesprayTree, rest);
+          sha256 = await treeHash(from);
+        } else if (kind === "recipe" || kind === "path") {
+          from = kind === "recipe" ? join(recipe.dir, rest) : resolve(REPO_ROOT, rest);
+          try {
+            await lstat(from);
+          } catch {
+            throw new UserError(`${image.ref}: ${recipe.file} copies ${copy.from}, which does not exist (${from})`, recipe.build ? `check that '${recipe.build.join(" ")}' produces it` : "fix the path (relative to the repository, or recipe:<file> beside the recipe)");
+          }
+          sha256 = await treeHash(from);
+        } else {
+          throw new UserError(`${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`, "use a repository path, recipe:<file>, artifact:<name>, compiled:<name> or kubespray:<path>");
+        }
+        files.push({ from, to: copy.to, mode, sha256 });
+      }
+      planned.recipe = {
+        name: recipe.name,
+        recipeSha256: createHash("sha256").update(recipe.text).digest("hex"),
+        base,
+        packages: recipe.debian.packages,
+        files,
+        compiled,
+        config: { entrypoint: recipe.entrypoint, cmd: recipe.cmd, env: recipe.env, user: recipe.user, workingDir: recipe.workdir },
+      };
+    }
+    images.push(planned);
+  }
+  return { images, basePackages: [...basePackages].sort(), programs: [...programs.values()].sort((a, b) => a.name.localeCompare(b.name)) };
+}
+
+/** `module:<entry>:<path>`: a file of a pinned Go module (verified by the committed go.sum); `recipe:<file>`. */
+async function compileSource(source: string, recipe: Recipe, ref: string, lockPath?: string): Promise<string> {
+  if (source.startsWith("recipe:")) return join(recipe.dir, source.slice("recipe:".length));
+  const [, entryName, path] = /^module:([^:]+):(.+)$/.exec(source)!;
+  const loaded = await loadArtifacts(lockPath);
+  const entry = loaded.artifacts[entryName!];
+  if (!entry || entry.source !== "gomod") throw new UserError(`${ref}: compile source '${source}' names no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
+  const wrapper = await readWrapper(entryName!, entry, loaded.baseDir);
+  const { runGo } = await import("../sources/go.js");
+  const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what: ref })) as { Dir?: string; Error?: string };
+  if (!info.Dir) throw new UserError(`${ref}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
+  return join(info.Dir, path!);
+}

@@ -1,0 +1,91 @@
+/**
+ * Image recipes (`images/<name>/recipe.yaml`): how the project builds a container
+ * image without a Docker daemon. Format (compatible with images/bpa/recipe.yaml):
+ *
+ *   name: bpa
+ *   base: debian                       # or scratch (default: debian when debian.packages is given)
+ *   debian: { packages: [nodejs] }     # must be in the shared image base (lock file: images.debian.base)
+ *   build: ["npm", "run", "build:bpa"] # run on the build host, from the repository root, first
+ *   copy:
+ *     - { from: out/bpa/bpa.mjs, to: /opt/bpa/bpa.mjs }         # a path relative to the repository
+ *     - { from: "artifact:kubeadm", to: /usr/local/bin/kubeadm } # a pinned artifact (builder/sources)
+ *     - { from: "compiled:pause", to: /pause }                    # a `compile` output below
+ *     - { from: "kubespray:", to: /kubespray }                    # the kubespray release tree
+ *     - { from: "recipe:entrypoint.py", to: /usr/local/bin/x, mode: "0755" } # a file beside the recipe
+ *   compile:                           # static C programs, built with the pinned Debian toolchain
+ *     - { name: pause, source: "module:kubernetes:build/pause/linux/pause.c", cflags: [-Os, -static] }
+ *   entrypoint: ["node", "/opt/bpa/bpa.mjs"]
+ *   cmd: []
+ *   env: {}
+ *   user: "65532"
+ *   workdir: /
+ */
+import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import yaml from "js-yaml";
+import { z } from "zod";
+import { UserError } from "../errors.js";
+
+export const IMAGES_DIR = resolve(import.meta.dirname, "..", "..", "images");
+
+const Copy = z
+  .object({
+    from: z.string().min(1),
+    to: z.string().regex(/^\/[^\0]*$/, "an absolute path inside the image"),
+    mode: z.string().regex(/^0?[0-7]{3,4}$/, "an octal mode such as '0755'").optional(),
+  })
+  .strict();
+
+const Compile = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/),
+    /** `module:<lock artifact entry>:<path in the module>` or `recipe:<file beside the recipe>`. */
+    source: z.string().regex(/^(module:[a-z0-9._-]+:|recipe:)[^\0]+$/, "module:<artifact entry>:<path> or recipe:<file>"),
+    cflags: z.array(z.string()).default([]),
+  })
+  .strict();
+
+export const Recipe = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/),
+    base: z.enum(["debian", "scratch"]).optional(),
+    debian: z.object({ packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/)).default([]) }).strict().default({}),
+    build: z.array(z.string()).min(1).optional(),
+    compile: z.array(Compile).default([]),
+    copy: z.array(Copy).default([]),
+    entrypoint: z.array(z.string()).optional(),
+    cmd: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).default({}),
+    user: z.string().optional(),
+    workdir: z.string().optional(),
+  })
+  .strict();
+export type Recipe = z.infer<typeof Recipe> & { dir: string; file: string; text: string };
+
+export function recipeBase(recipe: Recipe): "debian" | "scratch" {
+  return recipe.base ?? (recipe.debian.packages.length > 0 ? "debian" : "scratch");
+}
+
+export async function loadRecipe(name: string, ref: string, imagesDir = IMAGES_DIR): Promise<Recipe> {
+  const dir = join(imagesDir, name);
+  const file = join(dir, "recipe.yaml");
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch {
+    throw new UserError(`${ref}: its recipe images/${name}/recipe.yaml is missing`, `add the recipe, or fix 'recipe: ${name}' in the image list`);
+  }
+  let raw: unknown;
+  try {
+    raw = yaml.load(text, { filename: file });
+  } catch (error) {
+    throw new UserError(`${file}: not valid YAML: ${(error as Error).message}`, "fix the YAML syntax at the line shown");
+  }
+  const result = Recipe.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new UserError(`${file} (for ${ref}): ${issue.path.join(".")}: ${issue.message}`, "fix the recipe (the format is described in builder/images/recipe.ts)");
+  }
+  if (result.data.name !== name) throw new UserError(`${file}: name '${result.data.name}' differs from its directory '${name}'`, `set name: ${name}`);
+  return { ...result.data, dir, file, text };
+}

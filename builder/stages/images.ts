@@ -1,0 +1,119 @@
+/**
+ * Stage `images`: every listed container image as an OCI image layout (`oci/`, one
+ * layout for all images so shared blobs are there once), plus `images.json`
+ * (reference -> digest, layers, where it came from).
+ *
+ * Built images (default profile): a shared Debian base layer (from the image-base
+ * stage) where the recipe has Debian packages, then one layer with the recipe's files.
+ * Pulled images (upstream profile): `skopeo copy --preserve-digests docker://ref@digest`.
+ * Either way the manifest digest must equal the one the list pins.
+ */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { ContentStore } from "../cache.js";
+import { UserError } from "../errors.js";
+import type { ImagesPlan, PlannedImage } from "../images/plan.js";
+import { cachedLayer, fileEntries, type LayerInfo } from "../oci/layer.js";
+import { OciLayout, REF_NAME } from "../oci/layout.js";
+import { indexTar, normalizeEntries } from "../oci/tar.js";
+import type { Stage, StageResult } from "../stage.js";
+import { BASE_TAR } from "./image-debian.js";
+
+export const OCI_DIR = "oci";
+export const IMAGES_JSON = "images.json";
+
+export interface ImagesDeps {
+  plan: ImagesPlan;
+  base?: StageResult;
+  compiled?: StageResult;
+  /** lock-images: record the digests instead of checking them. */
+  record?: boolean;
+}
+
+export interface BuiltImage {
+  ref: string;
+  repository: string;
+  tag: string;
+  tags: string[];
+  digest: string;
+  source: "recipe" | "pull";
+  list: string;
+  layers: LayerInfo[];
+}
+
+/** The layout reference name of an image: its repository and tag in the appliance's registry. */
+export const layoutName = (image: { repository: string; tag: string }) => `${image.repository}:${image.tag}`;
+
+export const imagesStage: Stage<ImagesDeps> = {
+  name: "images",
+  sources: [import.meta.filename, join(import.meta.dirname, "../oci/tar.ts"), join(import.meta.dirname, "../oci/layer.ts"), join(import.meta.dirname, "../oci/layout.ts")],
+  inputs: ({ plan, base, compiled, record }) => ({
+    images: plan.images.map(({ list: _list, ...image }) => ({ ...image, recipe: image.recipe && { ...image.recipe, files: image.recipe.files.map(({ from: _from, ...f }) => f) } })),
+    base: base?.key,
+    compiled: compiled?.key,
+    record: Boolean(record),
+  }),
+  async build(run, { plan, base, compiled, record }) {
+    const store = new ContentStore();
+    const layout = new OciLayout(join(run.out, OCI_DIR), store);
+    const built: BuiltImage[] = [];
+
+    const pulls = plan.images.filter((i) => i.source === "pull");
+    for (const image of pulls) {
+      run.log(`pulling ${image.ref}@${image.upstreamDigest}`);
+      await run.exec("skopeo", ["copy", "--preserve-digests", "--retry-times", "3", `docker://${image.ref.replace(/:[^:/]+$/, "")}@${image.upstreamDigest}`, `oci:${layout.dir}:${layoutName(image)}`]);
+    }
+    for (const image of pulls) {
+      const descriptor = await layout.adopt(layoutName(image));
+      if (!descriptor) throw new Error(`skopeo did not put ${image.ref} into ${layout.dir}`);
+      built.push({ ...pick(image), digest: descriptor.digest, layers: [] });
+    }
+
+    let baseLayer: LayerInfo | undefined;
+    const needsBase = plan.images.some((i) => i.recipe?.base === "debian");
+    if (needsBase) {
+      if (!base) throw new Error("images with a Debian base need the image-base stage");
+      const layer = await cachedLayer(`debian-base:${base.key}`, "debian base", async () => normalizeEntries(await indexTar(join(base.dir, BASE_TAR))), store);
+      run.log(`debian base layer ${layer.digest.slice(7, 19)} (${(layer.size / 1024 / 1024).toFixed(1)} MiB)${layer.reused ? ", reused" : ""}`);
+      baseLayer = layer;
+    }
+    for (const image of plan.images.filter((i) => i.source === "recipe")) {
+      const recipe = image.recipe!;
+      const files = [
+        ...recipe.files.map(({ from, to, mode }) => ({ from, to, mode })),
+        ...recipe.compiled.map(({ name, to, mode }) => {
+          if (!compiled) throw new Error(`${image.ref} needs the image-compile stage`);
+          return { from: join(compiled.dir, "bin", name), to, mode: mode ?? 0o755 };
+        }),
+      ];
+      const key = JSON.stringify({ v: 1, files: recipe.files.map(({ to, mode, sha256 }) => ({ to, mode, sha256 })), compiled: recipe.compiled, compiledKey: recipe.compiled.length ? compiled?.key : undefined });
+      const layer = await cachedLayer(key, recipe.name, () => fileEntries(files), store);
+      const layers = [...(recipe.base === "debian" ? [baseLayer!] : []), layer];
+      const descriptor = await layout.addImage(layoutName(image), layers, {
+        ...recipe.config,
+        labels: { "org.opencontainers.image.ref.name": image.ref, "org.opencontainers.image.source": "icn-bootstrap images/" + recipe.name },
+      });
+      run.log(`${image.ref} ${descriptor.digest} (${layers.length} layer${layers.length > 1 ? "s" : ""}${layer.reused ? ", layer reused" : ""})`);
+      built.push({ ...pick(image), digest: descriptor.digest, layers });
+    }
+    await layout.writeIndex();
+
+    if (!record) {
+      const wrong = built.map((b) => ({ b, expected: plan.images.find((i) => i.ref === b.ref)!.expected })).filter(({ b, expected }) => b.digest !== expected);
+      if (wrong.length > 0) {
+        throw new UserError(
+          `image digest${wrong.length > 1 ? "s" : ""} not as pinned:\n${wrong.map(({ b, expected }) => `    ${b.list}: ${b.ref}: expected ${expected}, got ${b.digest}`).join("\n")}`,
+          wrong.some(({ b }) => b.source === "recipe")
+            ? "if a recipe, an artifact or a pinned package changed on purpose, re-pin with 'icn-bootstrap lock-images' and commit the list; otherwise the build differs on this host (its Go toolchain builds the artifacts: see 'icn-bootstrap fetch')"
+            : "the registry served a different image for that digest: check the source registry",
+        );
+      }
+    }
+    await writeFile(join(run.out, IMAGES_JSON), JSON.stringify(built, null, 2));
+    void REF_NAME;
+  },
+};
+
+function pick(image: PlannedImage) {
+  return { ref: image.ref, repository: image.repository, tag: image.tag, tags: image.tags, source: image.source, list: image.list };
+}

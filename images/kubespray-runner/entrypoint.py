@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""The kubespray runner's entrypoint: the BPA runner contract (bpa/README.md).
+
+install (the Job): copy the mounted inventory (/inventory: hosts.ini and
+group_vars/all/offline.yml) and the SSH key (/ssh/id_ed25519, read-only 0400) into a
+private work directory, run `ansible-playbook -i hosts.ini $BPA_PLAYBOOK` in the
+kubespray tree with kubeconfig_localhost=true, then take the admin kubeconfig kubespray
+fetched (artifacts/admin.conf), point its server at the first control-plane host and
+PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
+$BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
+succeeded and the kubeconfig was written.
+
+agent (the agent pods): stays up and idle until stopped (scale.yml and upgrades are
+future work, DESIGN.md "Later").
+
+Only the standard library: the image has Debian's python3 and ansible-core.
+"""
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def log(message):
+    print(f"bpa-runner: {message}", flush=True)
+
+
+def fail(message, code=1):
+    print(f"bpa-runner: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def env(name, default=None, required=False):
+    value = os.environ.get(name, "")
+    if value:
+        return value
+    if required:
+        fail(f"{name} is not set (the BPA's install Job sets it; see the runner contract in bpa/README.md)")
+    return default
+
+
+def copy_inventory(source_dir, target_dir):
+    """Copies a mounted ConfigMap directory, following its ..data symlinks, skipping its hidden entries."""
+    os.makedirs(target_dir, exist_ok=True)
+    for name in sorted(os.listdir(source_dir)):
+        if name.startswith(".."):
+            continue
+        src = os.path.join(source_dir, name)
+        dst = os.path.join(target_dir, name)
+        if os.path.isdir(src):
+            copy_inventory(src, dst)
+        else:
+            shutil.copyfile(src, dst)
+
+
+def parse_inventory(text):
+    """Host variables of every host line, and the members of each group, of an INI inventory."""
+    hosts, groups, group = {}, {}, None
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip() if not raw.strip().startswith("[") else raw.strip()
+        if not line:
+            continue
+        m = re.match(r"^\[([^\]]+)\]$", line)
+        if m:
+            group = m.group(1)
+            groups.setdefault(group, [])
+            continue
+        if group and group.endswith(":children"):
+            groups[group].append(line)
+            continue
+        if group and group.endswith(":vars"):
+            continue
+        parts = line.split()
+        name, variables = parts[0], dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        hosts.setdefault(name, {}).update(variables)
+        if group:
+            groups[group].append(name)
+    return hosts, groups
+
+
+def first_control_plane_address(inventory_text):
+    hosts, groups = parse_inventory(inventory_text)
+    members = groups.get("kube_control_plane") or groups.get("kube-master") or []
+    if not members:
+        fail("the inventory has no [kube_control_plane] host")
+    first = members[0]
+    variables = hosts.get(first, {})
+    return variables.get("access_ip") or variables.get("ip") or variables.get("ansible_host") or first
+
+
+def point_at(kubeconfig, address):
+    """Rewrites every cluster server URL's host to `address`, keeping scheme and port."""
+    host = f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+    def replace(m):
+        return f"{m.group(1)}{m.group(2)}{host}{m.group(4) or ''}"
+
+    return re.sub(r"^(\s*server:\s*)(https?://)(\[[^\]]+\]|[^:/\s]+)(:\d+)?", replace, kubeconfig, flags=re.M)
+
+
+def hand_back(kubeconfig):
+    namespace = env("BPA_NAMESPACE", required=True)
+    secret = env("BPA_KUBECONFIG_SECRET", required=True)
+    key = env("BPA_KUBECONFIG_SECRET_KEY", "kubeconfig")
+    sa_dir = env("BPA_SERVICEACCOUNT_DIR", SA_DIR)
+    host = env("KUBERNETES_SERVICE_HOST", required=True)
+    port = env("KUBERNETES_SERVICE_PORT", "443")
+    try:
+        token = open(os.path.join(sa_dir, "token")).read().strip()
+    except OSError as error:
+        fail(f"cannot read the ServiceAccount token in {sa_dir}: {error}")
+    context = ssl.create_default_context(cafile=os.path.join(sa_dir, "ca.crt"))
+    server = f"[{host}]" if ":" in host else host
+    url = f"https://{server}:{port}/api/v1/namespaces/{namespace}/secrets/{secret}"
+    body = json.dumps({"data": {key: base64.b64encode(kubeconfig.encode()).decode()}}).encode()
+    request = urllib.request.Request(url, data=body, method="PATCH", headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json", "Accept": "application/json"})
+    for attempt in range(1, 6):
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30) as response:
+                log(f"kubeconfig handed back: Secret {namespace}/{secret} key {key} (HTTP {response.status})")
+                return
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")[:500]
+            if error.code < 500 and error.code != 429:
+                fail(f"PATCH of Secret {namespace}/{secret} was refused: HTTP {error.code}: {detail}")
+            log(f"PATCH of Secret {namespace}/{secret}: HTTP {error.code}; retrying ({attempt}/5)")
+        except (urllib.error.URLError, OSError) as error:
+            log(f"PATCH of Secret {namespace}/{secret}: {error}; retrying ({attempt}/5)")
+        time.sleep(2 * attempt)
+    fail(f"could not write the kubeconfig into Secret {namespace}/{secret}")
+
+
+def install():
+    inventory = env("BPA_INVENTORY", "/inventory/hosts.ini")
+    playbook = env("BPA_PLAYBOOK", "cluster.yml")
+    key = env("BPA_SSH_KEY", "/ssh/id_ed25519")
+    kubespray = env("BPA_KUBESPRAY_DIR", "/kubespray")
+    if not os.path.isfile(inventory):
+        fail(f"inventory {inventory} is missing (BPA_INVENTORY)")
+    if not os.path.isfile(os.path.join(kubespray, playbook)):
+        fail(f"playbook {playbook} is not in the kubespray tree {kubespray} (BPA_PLAYBOOK, BPA_KUBESPRAY_DIR)")
+    work = tempfile.mkdtemp(prefix="bpa-runner-", dir=env("BPA_WORK_DIR"))
+    os.chmod(work, 0o700)
+    inventory_dir = os.path.join(work, "inventory")
+    copy_inventory(os.path.dirname(inventory), inventory_dir)
+    hosts_ini = os.path.join(inventory_dir, os.path.basename(inventory))
+    # The mounted key is 0400 and may belong to another user: use a private copy.
+    private_key = os.path.join(work, "id_ssh")
+    try:
+        with open(key, "rb") as src, os.fdopen(os.open(private_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as dst:
+            dst.write(src.read())
+    except OSError as error:
+        fail(f"cannot read the SSH key {key} (BPA_SSH_KEY): {error}")
+    artifacts = os.path.join(work, "artifacts")
+    command = [
+        "ansible-playbook", "-i", hosts_ini, playbook,
+        "-e", "kubeconfig_localhost=true",
+        "-e", f"artifacts_dir={artifacts}",
+        "-e", f"ansible_ssh_private_key_file={private_key}",
+    ]
+    log(f"provisioning {env('BPA_PROVISIONING', '?')} install {env('BPA_INSTALL_HASH', '?')[:16]}: {' '.join(command)} (in {kubespray})")
+    child_env = dict(os.environ)
+    child_env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
+    result = subprocess.run(command, cwd=kubespray, env=child_env)
+    if result.returncode != 0:
+        fail(f"ansible-playbook {playbook} failed (exit code {result.returncode})", result.returncode)
+    admin_conf = os.path.join(artifacts, "admin.conf")
+    if not os.path.isfile(admin_conf):
+        fail(f"{playbook} succeeded but kubespray wrote no {admin_conf} (kubeconfig_localhost)")
+    with open(inventory) as f:
+        address = first_control_plane_address(f.read())
+    with open(admin_conf) as f:
+        kubeconfig = point_at(f.read(), address)
+    hand_back(kubeconfig)
+    shutil.rmtree(work, ignore_errors=True)
+    log("install done")
+
+
+def agent():
+    log("agent mode: idle (new nodes and upgrades are not implemented yet); stop with SIGTERM")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else env("BPA_MODE", "install")
+    if mode == "install":
+        install()
+    elif mode == "agent":
+        agent()
+    else:
+        fail(f"unknown mode '{mode}' (install or agent)", 2)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

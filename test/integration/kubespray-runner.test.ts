@@ -1,0 +1,291 @@
+/**
+ * The kubespray runner (images/kubespray-runner/entrypoint.py) end to end, as far as this
+ * environment allows: the BPA runner contract's inputs (inventory + offline.yml, SSH key,
+ * BPA_* environment), the real `ansible-playbook` over real SSH to a test host (a network
+ * namespace with its own sshd), the kubespray STAND-IN's cluster.yml pulling an image by
+ * digest from a docker-registry serving the build's seeded registry tree and fetching
+ * kubeadm from an nginx serving the build's files tree, and the kubeconfig handed back
+ * into a Secret of a real kube-apiserver with a ServiceAccount token limited to that Secret.
+ *
+ * The kubespray release tarball is the stand-in (test/helpers/kubespray-standin.ts), served
+ * from 127.0.0.1 and pinned by sha256 in a copy of the lock file, so the `files` stage
+ * extracts it exactly as it would the real one.
+ */
+import { AuthenticationV1TokenRequest, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa, type ResultPromise } from "execa";
+import yaml from "js-yaml";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { loadDefinition } from "../../builder/definition.js";
+import { buildContent } from "../../builder/images/pipeline.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { stagesDir } from "../../builder/pipeline.js";
+import { freePort, startRegistry, type RegistryServer } from "../../builder/registry/server.js";
+import { FILES_ROOT, KUBESPRAY_TREE } from "../../builder/stages/files.js";
+import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
+import { REPO } from "../helpers/cli.js";
+import { buildKubesprayStandIn, STANDIN_VERSION } from "../helpers/kubespray-standin.js";
+
+const id = `${process.pid % 100000}`;
+const NETNS = `icn-rt-${id}`;
+const VETH_HOST = `icnh${id}`;
+const VETH_NODE = `icnn${id}`;
+// Private addresses only inside the namespace pair this test makes.
+const HOST_IP = "10.123.0.1";
+const NODE_IP = "10.123.0.2";
+
+let work: string;
+let sshd: ResultPromise | undefined;
+let nginx: ResultPromise | undefined;
+let registry: RegistryServer | undefined;
+let tarballServer: Server | undefined;
+let kubesprayTree: string;
+let filesRoot: string;
+let seededStorage: string;
+let kubeadmSha256: string;
+
+async function sh(cmd: string, args: string[]) {
+  return execa(cmd, args, { all: true });
+}
+
+async function cleanupNetwork() {
+  await execa("ip", ["netns", "del", NETNS], { reject: false });
+  await execa("ip", ["link", "del", VETH_HOST], { reject: false });
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-runner-"));
+  await chmod(work, 0o755);
+
+  // The stand-in kubespray release, served over HTTP and pinned by sha256 in a copy of the lock file.
+  const tarball = await buildKubesprayStandIn(work);
+  const sha256 = createHash("sha256").update(await readFile(tarball)).digest("hex");
+  tarballServer = createServer((req, res) => {
+    if (req.url !== `/${tarball.split("/").pop()}`) return void res.writeHead(404).end();
+    res.writeHead(200);
+    createReadStream(tarball).pipe(res);
+  });
+  await new Promise<void>((r) => tarballServer!.listen(0, "127.0.0.1", r));
+  const port = (tarballServer.address() as { port: number }).port;
+  const lockText = await readFile(DEFAULT_LOCK, "utf8");
+  const lock = yaml.load(lockText) as { artifacts: Record<string, unknown> };
+  lock.artifacts.kubespray = { source: "url", url: `http://127.0.0.1:${port}/${tarball.split("/").pop()}`, sha256, version: STANDIN_VERSION, executable: false, profile: "default" };
+  const lockPath = join(work, "appliance.lock.yaml");
+  await writeFile(lockPath, yaml.dump(lock));
+  await copyFile(join(REPO, "appliance.yaml"), join(work, "appliance.yaml"));
+
+  // The build's stages 3-5 with kubespray enabled: the files tree (kubeadm, the release
+  // tarball), the images and the seeded registry tree (the runner image itself needs a
+  // pinned digest for the real kubespray, so it is not selected here: see README).
+  const definition = { ...(await loadDefinition(join(work, "appliance.yaml"))), kubespray: { enabled: true } };
+  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir() });
+  const { runStage } = await import("../../builder/stage.js");
+  const { filesStage } = await import("../../builder/stages/files.js");
+  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true }, stagesDir());
+  kubesprayTree = join(files.dir, KUBESPRAY_TREE);
+  filesRoot = join(files.dir, "tree", FILES_ROOT);
+  seededStorage = join(content.registry!.dir, "tree", REGISTRY_STORAGE);
+  kubeadmSha256 = (await readFile(join(filesRoot, "kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubeadm.sha256"), "utf8")).trim();
+
+  // The test host: a network namespace joined to this one by a veth pair.
+  await cleanupNetwork();
+  await sh("ip", ["netns", "add", NETNS]);
+  await sh("ip", ["link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NODE]);
+  await sh("ip", ["link", "set", VETH_NODE, "netns", NETNS]);
+  await sh("ip", ["addr", "add", `${HOST_IP}/30`, "dev", VETH_HOST]);
+  await sh("ip", ["link", "set", VETH_HOST, "up"]);
+  await sh("ip", ["-n", NETNS, "addr", "add", `${NODE_IP}/30`, "dev", VETH_NODE]);
+  await sh("ip", ["-n", NETNS, "link", "set", VETH_NODE, "up"]);
+  await sh("ip", ["-n", NETNS, "link", "set", "lo", "up"]);
+
+  // sshd inside it: its own host key and config, key authentication only.
+  const ssh = join(work, "ssh");
+  await mkdir(ssh, { mode: 0o700 });
+  await sh("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(ssh, "host_key")]);
+  await sh("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "bpa", "-f", join(ssh, "id_ed25519")]);
+  await chmod(join(ssh, "id_ed25519"), 0o400); // as the BPA mounts it
+  await copyFile(join(ssh, "id_ed25519.pub"), join(ssh, "authorized_keys"));
+  await mkdir("/run/sshd", { recursive: true });
+  await writeFile(
+    join(ssh, "sshd_config"),
+    [
+      `ListenAddress ${NODE_IP}`,
+      "Port 22",
+      `HostKey ${join(ssh, "host_key")}`,
+      `PidFile ${join(ssh, "sshd.pid")}`,
+      `AuthorizedKeysFile ${join(ssh, "authorized_keys")}`,
+      "PubkeyAuthentication yes",
+      "PasswordAuthentication no",
+      "KbdInteractiveAuthentication no",
+      "PermitRootLogin prohibit-password",
+      "StrictModes no",
+      "UsePAM no",
+      "",
+    ].join("\n"),
+  );
+  sshd = execa("ip", ["netns", "exec", NETNS, "/usr/sbin/sshd", "-D", "-e", "-f", join(ssh, "sshd_config")], { reject: false, all: true });
+
+  // The appliance's registry (the seeded tree, read-only) and file server, on the host side of the veth.
+  registry = await startRegistry(seededStorage, { host: HOST_IP, readOnly: true });
+  const nginxPort = await freePort(HOST_IP);
+  const nginxDir = join(work, "nginx");
+  await mkdir(join(nginxDir, "logs"), { recursive: true });
+  await writeFile(
+    join(nginxDir, "nginx.conf"),
+    `daemon off;\nuser root;\npid ${nginxDir}/nginx.pid;\nerror_log ${nginxDir}/logs/error.log;\nevents {}\nhttp {\n  access_log ${nginxDir}/logs/access.log;\n  client_body_temp_path ${nginxDir}/body; proxy_temp_path ${nginxDir}/proxy; fastcgi_temp_path ${nginxDir}/fastcgi; uwsgi_temp_path ${nginxDir}/uwsgi; scgi_temp_path ${nginxDir}/scgi;\n  server {\n    listen ${HOST_IP}:${nginxPort};\n    root ${filesRoot};\n    autoindex on;\n    sendfile on;\n    location / { try_files $uri $uri/ =404; }\n  }\n}\n`,
+  );
+  nginx = execa("/usr/sbin/nginx", ["-p", nginxDir, "-c", join(nginxDir, "nginx.conf")], { reject: false, all: true });
+  process.env.ICN_TEST_FILES_REPO = `http://${HOST_IP}:${nginxPort}/kubespray`;
+  for (let i = 0; i < 100; i++) {
+    const ready = await execa("ip", ["netns", "exec", NETNS, "sh", "-c", `exec 3<>/dev/tcp/${NODE_IP}/22`], { reject: false, shell: false });
+    const files = await fetch(`${process.env.ICN_TEST_FILES_REPO}/`).then((r) => r.ok).catch(() => false);
+    if (ready.exitCode === 0 && files) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}, 30 * 60_000);
+
+afterAll(async () => {
+  for (const child of [sshd, nginx]) {
+    if (child && child.exitCode === null) {
+      child.kill("SIGTERM");
+      await child;
+    }
+  }
+  await registry?.stop();
+  await new Promise<void>((r) => (tarballServer ? tarballServer.close(() => r()) : r()));
+  await cleanupNetwork();
+  await execa("rm", ["-rf", work], { reject: false });
+});
+
+describe("the kubespray runner image", () => {
+  it("builds from its recipe with the (stand-in) kubespray tree at /kubespray and the entrypoint of the contract", async () => {
+    const { loadSeedLists, selectImages } = await import("../../builder/images/seed.js");
+    const { planImages } = await import("../../builder/images/plan.js");
+    const { imagesStage, IMAGES_JSON } = await import("../../builder/stages/images.js");
+    const { imageBaseStage } = await import("../../builder/stages/image-debian.js");
+    const { debianSource } = await import("../../builder/images/pipeline.js");
+    const { runStage } = await import("../../builder/stage.js");
+    const lock = await loadLock(DEFAULT_LOCK);
+    const listed = await loadSeedLists([join(REPO, "registry-seed/bootstrap.yaml")]);
+    // The committed list cannot pin the runner for the real kubespray: build it unpinned (what lock-images does).
+    const runner = selectImages(listed, { profile: "default", kubespray: true, allowUnpinned: true }).images.filter((i) => i.recipe === "kubespray-runner");
+    expect(runner.map((r) => r.ref)).toEqual(["bootstrap.icn:5000/icn/kubespray-runner:v2.31.0"]);
+    const plan = await planImages(runner, { kubesprayTree });
+    const base = await runStage(imageBaseStage, { debian: debianSource(lock), set: lock.images!.debian.base }, stagesDir());
+    const built = await runStage(imagesStage, { plan, base, record: true }, join(work, "stages"));
+    const [image] = JSON.parse(await readFile(join(built.dir, IMAGES_JSON), "utf8")) as { digest: string; layers: { digest: string }[] }[];
+    expect(image!.layers).toHaveLength(2); // the shared Debian base + kubespray and the entrypoint
+    const blob = (d: string) => join(built.dir, "oci/blobs/sha256", d.replace("sha256:", ""));
+    const manifest = JSON.parse(await readFile(blob(image!.digest), "utf8"));
+    const config = JSON.parse(await readFile(blob(manifest.config.digest), "utf8"));
+    expect(config.config.Entrypoint).toEqual(["/usr/local/bin/bpa-runner"]);
+    expect(config.config.Cmd).toEqual(["install"]);
+    expect(config.config.WorkingDir).toBe("/kubespray");
+    const listing = (await execa("tar", ["-tzvf", blob(image!.layers[1]!.digest)])).stdout;
+    expect(listing).toMatch(/-rwxr-xr-x 0\/0 .* usr\/local\/bin\/bpa-runner/);
+    for (const entry of ["kubespray/cluster.yml", "kubespray/scale.yml", "kubespray/upgrade-cluster.yml", "kubespray/inventory/sample/", "kubespray/README.md"]) expect(listing).toContain(entry);
+    const baseListing = (await execa("sh", ["-c", `tar -tzf ${blob(image!.layers[0]!.digest)} | grep -E '^usr/bin/(ansible-playbook|ssh|python3)$'`])).stdout.split("\n").sort();
+    expect(baseListing).toEqual(["usr/bin/ansible-playbook", "usr/bin/python3", "usr/bin/ssh"]);
+  }, 10 * 60_000);
+});
+
+describe("the kubespray runner against a test host in a network namespace", () => {
+  it("runs the stand-in cluster.yml over SSH (registry pull + file fetch on the node) and hands the kubeconfig back into the Secret", async () => {
+    // The Kubernetes side of the contract: the empty Secret, and a ServiceAccount that may only touch it.
+    const kc = new KubeConfig();
+    kc.loadFromFile(inject("kubeconfigPath"));
+    const core = kc.makeApiClient(CoreV1Api);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const namespace = `runner-${id}`;
+    const secret = "sample-kubeconfig";
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await core.createNamespacedSecret({ namespace, body: { metadata: { name: secret } } });
+    await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "sample-runner" } } });
+    await rbac.createNamespacedRole({ namespace, body: { metadata: { name: "sample-runner" }, rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [secret], verbs: ["get", "update", "patch"] }] } });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: { metadata: { name: "sample-runner" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "sample-runner" }, subjects: [{ kind: "ServiceAccount", name: "sample-runner", namespace }] },
+    });
+    const token = (await core.createNamespacedServiceAccountToken({ name: "sample-runner", namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } as AuthenticationV1TokenRequest })).status!.token;
+    const sa = join(work, "serviceaccount");
+    await mkdir(sa, { recursive: true });
+    await writeFile(join(sa, "token"), token);
+    const cluster = kc.getCurrentCluster()!;
+    await writeFile(join(sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
+    const server = new URL(cluster.server);
+
+    // The inventory as the BPA writes it (bpa/inventory: hosts.ini + group_vars/all/offline.yml).
+    const inventory = join(work, "inventory");
+    await mkdir(join(inventory, "group_vars/all"), { recursive: true });
+    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP} etcd_member_name=etcd1\n\n[kube_control_plane]\nnode1\n\n[etcd]\nnode1\n\n[kube_node]\nnode1\n\n[calico_rr]\n\n[k8s_cluster:children]\nkube_control_plane\nkube_node\ncalico_rr\n`);
+    const { groupVars } = await import("../../bpa/inventory/group-vars.js");
+    const { parseConfig } = await import("../../bpa/config/config.js");
+    const vars = groupVars(parseConfig({ runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest", registryHost: registry!.address, filesRepo: process.env.ICN_TEST_FILES_REPO! }, "test"));
+    const nodeDir = join(work, "node");
+    await writeFile(
+      join(inventory, "group_vars/all/offline.yml"),
+      yaml.dump({ ...vars, kube_version: "1.37.1", pod_infra_version: "3.10.2", kubeadm_sha256: kubeadmSha256, standin_node_dir: nodeDir }),
+    );
+
+    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+      reject: false,
+      all: true,
+      env: {
+        BPA_MODE: "install",
+        BPA_INVENTORY: join(inventory, "hosts.ini"),
+        BPA_PLAYBOOK: "cluster.yml",
+        BPA_SSH_KEY: join(work, "ssh/id_ed25519"),
+        BPA_KUBESPRAY_DIR: kubesprayTree,
+        BPA_KUBECONFIG_SECRET: secret,
+        BPA_KUBECONFIG_SECRET_KEY: "kubeconfig",
+        BPA_NAMESPACE: namespace,
+        BPA_PROVISIONING: "sample",
+        BPA_INSTALL_HASH: "0123456789abcdef0123",
+        BPA_SERVICEACCOUNT_DIR: sa,
+        BPA_WORK_DIR: work,
+        KUBERNETES_SERVICE_HOST: server.hostname,
+        KUBERNETES_SERVICE_PORT: server.port || "443",
+        ANSIBLE_HOST_KEY_CHECKING: "False",
+        ANSIBLE_SSH_ARGS: "-o ControlMaster=no -o UserKnownHostsFile=/dev/null",
+      },
+    });
+    expect(result.exitCode, result.all).toBe(0);
+    expect(result.all).toMatch(/ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0/);
+    expect(result.all).toContain(`kubeconfig handed back: Secret ${namespace}/${secret} key kubeconfig`);
+
+    // On the node: the image pulled by digest from the seeded registry, and kubeadm from the file server.
+    const seeded = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest: string }[] };
+    const pause = seeded.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.2")!;
+    expect((await readFile(join(nodeDir, "pause.digest"), "utf8")).trim()).toBe(pause.digest);
+    expect(createHash("sha256").update(await readFile(join(nodeDir, "kubeadm"))).digest("hex")).toBe(kubeadmSha256);
+
+    // In the API: the kubeconfig, pointed at the first control-plane host.
+    const stored = await core.readNamespacedSecret({ name: secret, namespace });
+    const kubeconfig = Buffer.from(stored.data!.kubeconfig!, "base64").toString();
+    expect(kubeconfig).toContain("STAND-IN kubeconfig");
+    expect(kubeconfig).toMatch(new RegExp(`server: https://${NODE_IP.replace(/\./g, "\\.")}:6443`));
+
+    // The runner's token could write that Secret and nothing else.
+    const other = await fetch(`${cluster.server}/api/v1/namespaces/${namespace}/secrets`, { headers: { Authorization: `Bearer ${token}` } }).catch(() => undefined);
+    expect(other === undefined || other.status === 403).toBe(true);
+  }, 10 * 60_000);
+
+  it("fails with the playbook's exit code and names the cause when the host cannot be reached", async () => {
+    const inventory = join(work, "inventory-bad");
+    await mkdir(inventory, { recursive: true });
+    // The test host, on a port where nothing listens: ssh is refused at once.
+    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode9 ansible_host=${NODE_IP} ansible_port=2222 ip=${NODE_IP}\n[kube_control_plane]\nnode9\n`);
+    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+      reject: false,
+      all: true,
+      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, ANSIBLE_TIMEOUT: "3", ANSIBLE_HOST_KEY_CHECKING: "False" },
+    });
+    expect(result.exitCode).not.toBe(0);
+    expect(result.all).toMatch(/bpa-runner: error: ansible-playbook cluster\.yml failed \(exit code \d+\)/);
+  }, 2 * 60_000);
+});
