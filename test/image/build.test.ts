@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { beforeAll, describe, expect, it } from "vitest";
 import { REPO, runCli, spawnCli, type CliResult } from "../helpers/cli.js";
+import { writeDefinition } from "../helpers/definition.js";
 import { debugfs, partitionAddress, partitions, statInFs } from "../helpers/image.js";
 
 const BUILD_TIMEOUT = 40 * 60_000;
@@ -16,17 +17,11 @@ async function sha256(path: string): Promise<string> {
   return hash.digest("hex");
 }
 
-/** A definition in a temporary directory: the default one plus extra overlays. */
+/** The default definition plus extra overlay files, changed by `patch` on its YAML text. */
 async function customDefinition(extraOverlay: Record<string, string>, patch: (yaml: string) => string = (y) => y) {
-  const dir = await mkdtemp(join(tmpdir(), "icn-def-"));
-  const yaml = (await readFile(join(REPO, "appliance.yaml"), "utf8")).replace(/^overlays: \[\]$/m, "overlays: [extra]");
-  await writeFile(join(dir, "appliance.yaml"), patch(yaml));
-  await copyFile(join(REPO, "appliance.lock.yaml"), join(dir, "appliance.lock.yaml"));
-  for (const [path, content] of Object.entries(extraOverlay)) {
-    await mkdir(join(dir, "extra", path, ".."), { recursive: true });
-    await writeFile(join(dir, "extra", path), content);
-  }
-  return join(dir, "appliance.yaml");
+  const path = await writeDefinition(() => undefined, extraOverlay);
+  await writeFile(path, patch(await readFile(path, "utf8")));
+  return path;
 }
 
 describe("icn-bootstrap build with the default definition", () => {
