@@ -1,5 +1,6 @@
 import { formatError } from "./errors.js";
 import { commands } from "./commands/index.js";
+import { installInterruptHandlers } from "./interrupt.js";
 
 function mainHelp(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -34,6 +35,7 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
+installInterruptHandlers();
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {

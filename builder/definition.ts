@@ -51,6 +51,19 @@ export const ApplianceDefinition = z
       })
       .strict()
       .default({}),
+    kubernetes: z
+      .object({
+        /** The single-node bootstrap cluster: kubeadm init at first boot, then the BPA. */
+        enabled: z.boolean().default(true),
+        /** Optional check: the version the lock file must pin (it is pinned once, there). */
+        version: z.string().regex(/^v\d+\.\d+\.\d+$/, "a Kubernetes version such as 'v1.37.1'").optional(),
+        /** The API server's address, on a dummy interface: stable whatever DHCP gives the LAN ports. */
+        advertiseAddress: Ipv4.default("10.254.254.254"),
+        podSubnet: Cidr.default("10.244.0.0/16"),
+        serviceSubnet: Cidr.default("10.96.0.0/12"),
+      })
+      .strict()
+      .default({}),
     access: z
       .object({
         /** Public keys allowed to log in as root over SSH (password login stays disabled). */

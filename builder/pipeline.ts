@@ -4,13 +4,16 @@ import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
 import { buildContent } from "./images/pipeline.js";
-import { lockPathFor, type LockFile } from "./lockfile.js";
+import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage } from "./stages/disk.js";
+import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
+import { ensureArtifacts, loadArtifacts, selectTargets, type ArtifactResult } from "./sources/index.js";
+import { UserError } from "./errors.js";
 import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
-import { BUILTIN_OVERLAYS, overlaysStage } from "./stages/overlays.js";
+import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
 import { SEEDED_JSON } from "./stages/registry.js";
 import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 
@@ -18,10 +21,9 @@ export interface BuildRequest {
   definition: ApplianceDefinition;
   definitionPath: string;
   lock: LockFile;
+  lockPath: string;
   formats: OutputFormat[];
   outDir: string;
-  /** The lock file (default: the definition's `<name>.lock.yaml`). */
-  lockPath?: string;
 }
 
 export interface BuildResult {
@@ -30,6 +32,19 @@ export interface BuildResult {
   packages: Record<string, string>;
   /** The container images seeded into the registry (reference, digest, built or pulled). */
   containerImages?: { ref: string; digest: string; source: string }[];
+}
+
+/** The node binaries at the lock file's one Kubernetes version, built or fetched into the artifact cache. */
+async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: string): Promise<ArtifactResult[]> {
+  const targets = selectTargets(await loadArtifacts(lockPath), { only: [...NODE_BINARIES] });
+  const pinned = targets[0]?.entry.version;
+  if (definition.kubernetes.version && definition.kubernetes.version !== pinned) {
+    throw new UserError(
+      `the definition asks for Kubernetes ${definition.kubernetes.version} but the lock file pins ${pinned}`,
+      `run 'icn-bootstrap lock-artifacts --kubernetes ${definition.kubernetes.version}' to pin it, or remove kubernetes.version from the definition`,
+    );
+  }
+  return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
 }
 
 export const BUILD_TOOLS = ["skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
@@ -45,16 +60,26 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   await requireFile("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin");
   await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
   const cache = stagesDir();
-  const overlayDirs = [BUILTIN_OVERLAYS, ...definition.overlays.map((dir) => resolve(dirname(request.definitionPath), dir))];
+  const overlayDirs: OverlaySource[] = [
+    { dir: BUILTIN_OVERLAYS, target: "" },
+    ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),
+    ...definition.overlays.map((dir) => ({ dir: resolve(dirname(request.definitionPath), dir), target: "" })),
+  ];
 
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
-  // --- issue 6: stages 3-5 (files + kubespray, images, seeded registry) -> content layers
-  const content = await buildContent({ definition, lock, lockPath: request.lockPath ?? lockPathFor(request.definitionPath), stagesDir: cache });
-  const contentLayers = [content.registry!, content.files];
-  const contentStages = [content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images, content.registry!];
-  // --- end issue 6
+  const layers: StageResult[] = [];
+  const contentStages: StageResult[] = [];
+  if (definition.kubernetes.enabled) {
+    const kubernetes = await runStage(kubernetesStage, { binaries: await kubernetesArtifacts(definition, request.lockPath) }, cache);
+    layers.push(kubernetes);
+    contentStages.push(kubernetes);
+  }
+  // Stages 3-5: the file server's tree (kubespray + binaries), the container images and the seeded registry.
+  const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
+  layers.push(content.registry!, content.files);
+  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images, content.registry!);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs, layers: [...contentLayers] }, cache);
+  const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
 
   await mkdir(request.outDir, { recursive: true });

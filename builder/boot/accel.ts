@@ -27,7 +27,7 @@ export async function chooseAccel(probeArgs: string[], override?: Accel): Promis
   if (cached?.bootId === bootId) return cached.accel;
 
   log("boot-test", "probing KVM (booting the image for up to 30 s)");
-  const child = execa("qemu-system-x86_64", ["-accel", "kvm", ...probeArgs], { reject: false, timeout: 30_000, all: true });
+  const child = execa("qemu-system-x86_64", ["-accel", "kvm", "-cpu", "host", ...probeArgs], { reject: false, timeout: 30_000, all: true });
   let works = false;
   child.all?.on("data", (chunk: Buffer) => {
     if (/Linux version \d/.test(chunk.toString())) {

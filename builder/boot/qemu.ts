@@ -34,6 +34,8 @@ export interface BootOptions {
   powerCutOn?: RegExp;
   /** What counts as ready (default: the appliance's ready marker). */
   readyPattern?: RegExp;
+  /** Leave the VM running once ready: the result's stop() shuts it down (tests that talk to the appliance). */
+  keepRunning?: boolean;
 }
 
 export interface BootResult {
@@ -44,7 +46,10 @@ export interface BootResult {
   failure?: string;
   seconds: number;
   accel: Accel;
+  /** The console's last lines (still updated while a kept VM runs). */
   lastLines: string[];
+  /** With keepRunning: stops the VM (SIGTERM to QEMU) and removes its temporary files. */
+  stop?: () => Promise<void>;
 }
 
 /** How a format is attached: a USB image as a USB stick on xHCI, as a real stick would be. */
@@ -61,6 +66,7 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
   await requireTools(["qemu-system-x86_64", "qemu-img"]);
   if (options.firmware === "uefi") await requireFile(OVMF_CODE, "ovmf");
   const work = await mkdtemp(join(tmpdir(), "icn-boot-"));
+  let keep = false;
   try {
     const overlay = options.disk ?? join(work, "disk.qcow2");
     const backingFormat = imageKind(options.image) === "qcow2" ? "qcow2" : "raw";
@@ -71,14 +77,27 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
     }
     const machine = await machineArgs(options, overlay, work);
     const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
-    return await watchConsole(["-accel", accel, ...machine], options, accel);
+    const result = await watchConsole([...accelArgs(accel), ...machine], options, accel, () => rm(work, { recursive: true, force: true }));
+    keep = Boolean(result.stop);
+    return result;
   } finally {
-    await rm(work, { recursive: true, force: true });
+    if (!keep) await rm(work, { recursive: true, force: true });
   }
 }
 
+/**
+ * TCG runs single-threaded by default: multi-threaded TCG races the kernel's live code
+ * patching across vCPUs (seen here as early kernel panics in a few percent of boots).
+ * ICN_BOOTSTRAP_TCG_THREAD=multi trades that for speed.
+ */
+function accelArgs(accel: Accel): string[] {
+  if (accel === "kvm") return ["-accel", "kvm", "-cpu", "host"];
+  const thread = process.env.ICN_BOOTSTRAP_TCG_THREAD === "multi" ? "multi" : "single";
+  return ["-accel", `tcg,thread=${thread}`, "-cpu", "max"];
+}
+
 async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
-  const args = ["-machine", "q35", "-cpu", "max", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"];
+  const args = ["-machine", "q35", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"];
   if (options.firmware === "uefi") {
     const vars = join(work, "OVMF_VARS.fd");
     await copyFile(OVMF_VARS, vars);
@@ -95,7 +114,7 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   return args;
 }
 
-async function watchConsole(args: string[], options: BootOptions, accel: Accel): Promise<BootResult> {
+async function watchConsole(args: string[], options: BootOptions, accel: Accel, cleanup: () => Promise<void>): Promise<BootResult> {
   const started = Date.now();
   const lastLines: string[] = [];
   let readyLine: string | undefined;
@@ -104,6 +123,8 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
   let pending = "";
   const child = execa("qemu-system-x86_64", args, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
   const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
+  let signalReady: () => void = () => undefined;
+  const readyForCaller = new Promise<void>((resolve) => (signalReady = resolve));
   child.all?.on("data", (chunk: Buffer) => {
     pending += chunk.toString("utf8");
     const lines = pending.split(/\r?\n/);
@@ -115,6 +136,7 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
       lastLines.push(line);
       if (lastLines.length > 40) lastLines.shift();
       options.onLine?.(line);
+      if (readyLine && options.keepRunning) continue; // already handed to the caller
       const ready = (options.readyPattern ?? READY_MARKER).exec(line);
       const failed = FAILED_MARKER.exec(line);
       if (ready && !readyLine) readyLine = ready[0];
@@ -123,15 +145,27 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel):
         powerCut = true;
         child.kill("SIGKILL");
       }
-      if (readyLine || failure) child.kill("SIGTERM");
+      if (readyLine && !failure && options.keepRunning) signalReady();
+      else if (readyLine || failure) child.kill("SIGTERM");
     }
   });
-  const result = await child;
+  const exited = child.then((result) => result);
+  await Promise.race([readyForCaller, exited]);
   clearInterval(progress);
+  const seconds = (Date.now() - started) / 1000;
+  if (readyLine && !failure && options.keepRunning) {
+    const stop = async () => {
+      child.kill("SIGTERM");
+      await exited;
+      await cleanup();
+    };
+    return { ready: true, powerCut, readyLine, seconds, accel, lastLines, stop };
+  }
+  const result = await exited;
   if (!readyLine && !failure && !powerCut) {
     failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
   }
-  return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds: (Date.now() - started) / 1000, accel, lastLines };
+  return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds, accel, lastLines };
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -33,11 +33,12 @@ outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
     const started = Date.now();
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const definition = await loadDefinition(definitionPath);
-    const lock = await loadLock(lockPathFor(definitionPath));
+    const lockPath = lockPathFor(definitionPath);
+    const lock = await loadLock(lockPath);
     const formats = values.format ? parseFormats(values.format) : definition.outputs.formats;
     const outDir = resolve(values.out ?? "out");
     log("build", `${definition.name}: formats ${formats.join(", ")} -> ${outDir}`);
-    const result = await build({ definition, definitionPath, lock, formats, outDir });
+    const result = await build({ definition, definitionPath, lock, lockPath, formats, outDir });
     const seconds = (Date.now() - started) / 1000;
     const reportPath = join(outDir, `${definition.name}.report.json`);
     await writeReport(reportPath, definition.name, result, seconds);

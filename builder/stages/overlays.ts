@@ -7,6 +7,15 @@ import { UserError } from "../errors.js";
 import type { Stage } from "../stage.js";
 
 export const BUILTIN_OVERLAYS = resolve(import.meta.dirname, "..", "..", "overlays");
+/** Kubernetes manifests applied at first boot; they go into the image under MANIFESTS_TARGET. */
+export const MANIFESTS = resolve(import.meta.dirname, "..", "..", "manifests");
+export const MANIFESTS_TARGET = "usr/share/icn-bootstrap/manifests";
+
+/** A directory whose files are written into the root under `target` ("" for the root itself). */
+export interface OverlaySource {
+  dir: string;
+  target: string;
+}
 export const UNITS_JSON = "units.json";
 export const TREE = "tree";
 const EXTRA_UNITS = "etc/icn-bootstrap/enable-units";
@@ -14,18 +23,19 @@ const EXTRA_UNITS = "etc/icn-bootstrap/enable-units";
 export interface OverlaysDeps {
   definition: ApplianceDefinition;
   /** Overlay directories in the order they are applied (later ones win). */
-  directories: string[];
+  directories: OverlaySource[];
 }
 
 interface OverlayEntry {
   dir: string;
   path: string; // relative to dir
+  target: string; // relative to the root
   kind: "file" | "symlink";
   mode: number;
   digest: string;
 }
 
-async function listOverlay(dir: string): Promise<OverlayEntry[]> {
+async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry[]> {
   const entries: OverlayEntry[] = [];
   async function walk(current: string): Promise<void> {
     let names;
@@ -38,8 +48,10 @@ async function listOverlay(dir: string): Promise<OverlayEntry[]> {
       const full = join(current, entry.name);
       const info = await lstat(full);
       if (info.isDirectory()) await walk(full);
-      else if (info.isSymbolicLink()) entries.push({ dir, path: relative(dir, full), kind: "symlink", mode: 0o777, digest: sha256Text(await readlink(full)) });
-      else if (info.isFile()) entries.push({ dir, path: relative(dir, full), kind: "file", mode: info.mode & 0o7777, digest: sha256Text(await readFile(full, "utf8")) });
+      const path = relative(dir, full);
+      const into = join(target, path);
+      if (info.isSymbolicLink()) entries.push({ dir, path, target: into, kind: "symlink", mode: 0o777, digest: sha256Text(await readlink(full)) });
+      else if (info.isFile()) entries.push({ dir, path, target: into, kind: "file", mode: info.mode & 0o7777, digest: sha256Text(await readFile(full, "utf8")) });
     }
   }
   await walk(dir);
@@ -57,7 +69,7 @@ export const overlaysStage: Stage<OverlaysDeps> = {
   sources: [import.meta.filename],
   inputs: async ({ definition, directories }) => ({
     values: templateValues(definition),
-    files: (await Promise.all(directories.map(listOverlay))).flat().map(({ path, kind, mode, digest }) => ({ path, kind, mode, digest })),
+    files: (await Promise.all(directories.map(listOverlay))).flat().map(({ target, kind, mode, digest }) => ({ target, kind, mode, digest })),
   }),
   async build(run, { definition, directories }) {
     const tree = join(run.out, TREE);
@@ -68,7 +80,7 @@ export const overlaysStage: Stage<OverlaysDeps> = {
     for (const dir of directories) {
       for (const entry of await listOverlay(dir)) {
         const source = join(entry.dir, entry.path);
-        const targetPath = entry.path.endsWith(".hbs") ? entry.path.slice(0, -4) : entry.path;
+        const targetPath = entry.target.endsWith(".hbs") ? entry.target.slice(0, -4) : entry.target;
         const target = join(tree, targetPath);
         await mkdir(dirname(target), { recursive: true });
         if (entry.kind === "symlink") {

@@ -1,0 +1,29 @@
+import { chmod, copyFile, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { ArtifactResult } from "../sources/index.js";
+import type { Stage } from "../stage.js";
+import { LAYER_TREE } from "./disk.js";
+
+/** Binaries the bootstrap node runs itself; the control plane runs as images (registry layer). */
+export const NODE_BINARIES = ["kubelet", "kubeadm", "kubectl"] as const;
+
+export interface KubernetesDeps {
+  /** The verified artifacts (built from Go modules or downloaded), see builder/sources. */
+  binaries: ArtifactResult[];
+}
+
+/** Content layer: the pinned kubelet, kubeadm and kubectl in /usr/local/bin. */
+export const kubernetesStage: Stage<KubernetesDeps> = {
+  name: "kubernetes",
+  sources: [import.meta.filename],
+  inputs: ({ binaries }) => binaries.map(({ name, version, sha256 }) => ({ name, version, sha256 })),
+  async build(run, { binaries }) {
+    const bin = join(run.out, LAYER_TREE, "usr/local/bin");
+    await mkdir(bin, { recursive: true });
+    for (const binary of binaries) {
+      await copyFile(binary.path, join(bin, binary.name));
+      await chmod(join(bin, binary.name), 0o755);
+    }
+    run.log(`${binaries.map((b) => `${b.name} ${b.version}`).join(", ")}`);
+  },
+};
