@@ -61,7 +61,10 @@ export const imagesStage: Stage<ImagesDeps> = {
     const pulls = plan.images.filter((i) => i.source === "pull");
     for (const image of pulls) {
       run.log(`pulling ${image.ref}@${image.upstreamDigest}`);
-      await run.exec("skopeo", ["copy", "--preserve-digests", "--retry-times", "3", `docker://${image.ref.replace(/:[^:/]+$/, "")}@${image.upstreamDigest}`, `oci:${layout.dir}:${layoutName(image)}`]);
+      // ICN_BOOTSTRAP_REGISTRIES_CONF: a containers-registries.conf(5) for the pulls (mirrors, a
+      // proxy registry); the digests are verified whatever serves them.
+      const conf = process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
+      await run.exec("skopeo", [...(conf ? ["--registries-conf", conf] : []), "copy", "--preserve-digests", "--retry-times", "3", `docker://${image.ref.replace(/:[^:/]+$/, "")}@${image.upstreamDigest}`, `oci:${layout.dir}:${layoutName(image)}`]);
     }
     for (const image of pulls) {
       const descriptor = await layout.adopt(layoutName(image));

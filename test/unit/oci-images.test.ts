@@ -171,3 +171,45 @@ describe("image lists and recipes: bad input names the entry", () => {
   });
 });
 
+
+describe("the upstream profile", () => {
+  it("pulls an image by its pinned upstream digest with skopeo into the layout (a local registry stands in for upstream)", async () => {
+    const { startRegistry } = await import("../../builder/registry/server.js");
+    const images = join(dir, "images-up");
+    await mkdir(join(images, "hello"), { recursive: true });
+    await writeFile(join(images, "hello/recipe.yaml"), "name: hello\ncopy:\n  - { from: 'recipe:hello.txt', to: /hello.txt }\n");
+    await writeFile(join(images, "hello/hello.txt"), "hello upstream\n");
+    const source = join(dir, "up-source.yaml");
+    await writeFile(source, "images:\n  - ref: example.org/icn/hello:1\n    recipe: hello\n");
+    const plan = await planImages(selectImages(await loadSeedLists([source]), { profile: "default", kubespray: false, allowUnpinned: true }).images, { imagesDir: images });
+    const built = await runStage(imagesStage, { plan, record: true }, join(dir, "stages"));
+    const digest = JSON.parse(await readFile(join(built.dir, "images.json"), "utf8"))[0].digest as string;
+    const upstream = await startRegistry(join(dir, "upstream-storage"));
+    const previous = process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
+    try {
+      await execa("skopeo", ["copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false", `oci:${join(built.dir, "oci")}:icn/hello:1`, `docker://${upstream.address}/icn/hello:1`]);
+      // The "upstream" registry is a loopback name that the registries.conf maps to the local one
+      // (even unmapped it would stay on loopback).
+      const conf = join(dir, "registries.conf");
+      await writeFile(conf, `[[registry]]\nprefix = "127.0.0.2:5999"\nlocation = "${upstream.address}"\ninsecure = true\n`);
+      process.env.ICN_BOOTSTRAP_REGISTRIES_CONF = conf;
+      const pinned = join(dir, "up.yaml");
+      await writeFile(pinned, `images:\n  - ref: 127.0.0.2:5999/icn/hello:1\n    upstreamDigest: ${digest}\n`);
+      const selection = selectImages(await loadSeedLists([pinned]), { profile: "upstream", kubespray: false });
+      expect(selection.images.map((i) => i.source)).toEqual(["pull"]);
+      const pulled = await runStage(imagesStage, { plan: await planImages(selection.images) }, join(dir, "stages"));
+      const result = JSON.parse(await readFile(join(pulled.dir, "images.json"), "utf8"));
+      expect(result).toMatchObject([{ ref: "127.0.0.2:5999/icn/hello:1", digest, source: "pull", repository: "icn/hello" }]);
+      const index = JSON.parse(await readFile(join(pulled.dir, "oci/index.json"), "utf8"));
+      expect(index.manifests.map((m: { annotations: Record<string, string> }) => m.annotations["org.opencontainers.image.ref.name"])).toEqual(["icn/hello:1"]);
+      // A pin the upstream registry does not have fails the stage with skopeo's error.
+      await writeFile(pinned, `images:\n  - ref: 127.0.0.2:5999/icn/hello:1\n    upstreamDigest: sha256:${"2".repeat(64)}\n`);
+      const bad = selectImages(await loadSeedLists([pinned]), { profile: "upstream", kubespray: false });
+      await expect(runStage(imagesStage, { plan: await planImages(bad.images) }, join(dir, "stages"))).rejects.toThrow(/skopeo.*failed[\s\S]*manifest unknown|skopeo.*failed/);
+    } finally {
+      if (previous === undefined) delete process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
+      else process.env.ICN_BOOTSTRAP_REGISTRIES_CONF = previous;
+      await upstream.stop();
+    }
+  });
+});
