@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, READY_MARKER } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
+import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 
 const ACCEPT = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 let out: string;
@@ -21,7 +22,8 @@ let build: CliResult;
 
 beforeAll(async () => {
   out = await mkdtemp(join(tmpdir(), "icn-regboot-"));
-  build = await runCli(["build", "--format", "qcow2", "--out", out]);
+  // The registry and file server do not need the Kubernetes cluster: the lean appliance boots fast.
+  build = await runCli(["build", "--definition", await writeDefinition(withoutKubernetes), "--format", "qcow2", "--out", out]);
 }, 60 * 60_000);
 
 afterAll(async () => {
