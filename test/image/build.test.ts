@@ -90,6 +90,12 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(grubCfg).toContain(`root=UUID=${uuid}`);
     expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
     expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
+    // The bootstrap cluster: pinned node binaries, the kubeadm configuration, the manifests and the first-boot unit.
+    for (const binary of ["kubelet", "kubeadm", "kubectl"]) expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
+    expect(await debugfs(ext, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/advertiseAddress: 10\.254\.254\.254/);
+    expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
+    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/provisioning.yaml")).toMatchObject({ type: "regular" });
+    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/bpa/deployment.yaml")).toMatchObject({ type: "regular" });
   });
 
   it("writes a compressed qcow2 that holds the same disk as the USB image", async () => {
@@ -103,7 +109,7 @@ describe("icn-bootstrap build with the default definition", () => {
 
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
-    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "files", "image-base", "image-compile", "images", "registry", "overlays", "disk", "image", "qcow2"]);
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "images", "registry", "overlays", "disk", "image", "qcow2"]);
     const lock = await readFile(join(REPO, "appliance.lock.yaml"), "utf8");
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
     expect(lock).toContain(`systemd: ${systemd.version}`);

@@ -1,0 +1,125 @@
+/**
+ * The whole product, in QEMU: the default definition's appliance boots with no user
+ * action and with no way out of the VM (QEMU user networking with restrict=on) into a
+ * single-node Kubernetes running the BPA; then the seed's sample Provisioning and a set
+ * of BareMetalHosts, applied through the VM's API server, make the BPA write the
+ * inventory and create the install Job. A second boot does not initialise the cluster
+ * again, and a power cut during kubeadm init is recovered at the next boot.
+ */
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { execa } from "execa";
+import yaml from "js-yaml";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Provisioning } from "../../bpa/api/types.js";
+import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
+import { freePort } from "../../builder/registry/server.js";
+import { bmh } from "../fixtures/bpa/hosts.js";
+import { createHost, createProvisioning, waitFor } from "../integration/bpa/helpers.js";
+import { REPO, runCli } from "../helpers/cli.js";
+import { writeDefinition } from "../helpers/definition.js";
+
+const BOOT_TIMEOUT_S = 60 * 60; // kubeadm init under TCG takes many minutes
+const READY = /ICN-BOOTSTRAP-READY host=(\S+) .* kubernetes=(v[\d.]+) bpa=available/;
+
+let work: string;
+let image: string;
+let key: string;
+const consoleLines: string[] = [];
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-appliance-"));
+  key = join(work, "id_ed25519");
+  await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+  // The default definition plus an SSH key for the test (an overlay-only change).
+  const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
+  const definition = await writeDefinition((d) => {
+    d.kubernetes = { ...d.kubernetes, enabled: true };
+    d.access = { sshAuthorizedKeys: [publicKey] };
+  });
+  const build = await runCli(["build", "--definition", definition, "--format", "qcow2", "--out", join(work, "out")]);
+  expect(build.exitCode, build.all).toBe(0);
+  image = join(work, "out", "icn-bootstrap.qcow2");
+}, 90 * 60_000);
+
+function ssh(port: number, command: string) {
+  return execa("ssh", ["-i", key, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
+}
+
+describe("the appliance", () => {
+  let vm: BootResult | undefined;
+  afterAll(async () => vm?.stop?.());
+
+  it("boots into Kubernetes with the BPA available, then provisions from the seed's sample", { timeout: (BOOT_TIMEOUT_S + 900) * 1000 }, async () => {
+    const sshPort = await freePort();
+    const apiPort = await freePort();
+    const disk = join(work, "disk.qcow2");
+    vm = await bootImage({
+      image,
+      firmware: "bios",
+      timeoutSeconds: BOOT_TIMEOUT_S + 600,
+      memoryMiB: 4096,
+      disk,
+      keepRunning: true,
+      // A whole control plane under emulation needs both host cores.
+      tcgMultiThread: true,
+      hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`],
+      onLine: (line) => consoleLines.push(line),
+    });
+    expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
+    const [, , version] = READY.exec(vm.readyLine!) ?? [];
+    expect(version).toMatch(/^v1\./);
+    const steps = consoleLines.filter((l) => l.includes("ICN-BOOTSTRAP-STEP"));
+    console.log(`appliance ready after ${vm.seconds.toFixed(0)}s (${vm.accel}); first-boot steps:\n  ${steps.join("\n  ")}`);
+
+    // The admin kubeconfig, pointed at the forwarded API port (127.0.0.1 is in the serving certificate).
+    const admin = (await ssh(sshPort, "cat /etc/kubernetes/admin.conf")).stdout.replace(/server: https:\/\/[^\s]+/, `server: https://127.0.0.1:${apiPort}`);
+    const kc = new KubeConfig();
+    kc.loadFromString(admin);
+    const c: Clients = makeClients(kc);
+    const nodes = await c.core.listNode();
+    expect(nodes.items).toHaveLength(1);
+    expect(nodes.items[0]!.status?.conditions?.find((x) => x.type === "Ready")?.status).toBe("True");
+
+    // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small.
+    const namespace = "default";
+    await createHost(c, namespace, bmh({ name: "node-a", cpu: 12, ram: 8192, ip: "192.168.50.11" }));
+    await createHost(c, namespace, bmh({ name: "node-b", cpu: 24, ram: 16384, ip: "192.168.50.12" }));
+    await createHost(c, namespace, bmh({ name: "node-c", cpu: 4, ram: 4096, ip: "192.168.50.13" }));
+    const sample = yaml.load(await readFile(join(REPO, "bpa/samples/provisioning.yaml"), "utf8")) as Record<string, unknown>;
+    await createProvisioning(c, namespace, sample);
+
+    const created = Date.now();
+    const provisioning = await waitFor(
+      "the install Job in the Provisioning's status",
+      async () => {
+        const p = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" })) as Provisioning;
+        return p.status?.installJob ? p : undefined;
+      },
+      10 * 60_000,
+      2000,
+    );
+    console.log(`Provisioning -> Job in ${((Date.now() - created) / 1000).toFixed(1)}s inside the appliance`);
+    const job = await c.batch.readNamespacedJob({ namespace, name: provisioning.status!.installJob! });
+    expect(job.spec?.template.spec?.containers[0]?.image).toMatch(/kubespray-runner/);
+    const inventory = await c.core.readNamespacedConfigMap({ namespace, name: provisioning.status!.inventoryConfigMap! });
+    const hosts = inventory.data?.["hosts.ini"] ?? "";
+    expect(hosts).toMatch(/\[kube_control_plane\]\s*\nnode-a/);
+    expect(hosts).toMatch(/\[kube_node\]\s*\nnode-b/);
+    expect(hosts).toMatch(/ansible_host=192\.168\.50\.11/);
+    expect(hosts).not.toMatch(/node-c/);
+
+    // Second boot: the cluster is not initialised again and the Provisioning is still there.
+    await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
+    await vm.stop!();
+    consoleLines.length = 0;
+    vm = await bootImage({ image, firmware: "bios", timeoutSeconds: BOOT_TIMEOUT_S, memoryMiB: 4096, disk, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`], onLine: (line) => consoleLines.push(line) });
+    expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
+    expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
+    const again = await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" });
+    expect((again as Provisioning).status?.installJob).toBe(provisioning.status!.installJob);
+  });
+});
