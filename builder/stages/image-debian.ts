@@ -10,7 +10,6 @@ import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { UserError } from "../errors.js";
 import type { PackageSet } from "../images/lock.js";
-import type { LockFile } from "../lockfile.js";
 import type { Stage } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
 

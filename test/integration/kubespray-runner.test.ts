@@ -14,7 +14,7 @@
 import { AuthenticationV1TokenRequest, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
