@@ -1,5 +1,5 @@
 import { createWriteStream, type WriteStream } from "node:fs";
-import { mkdir, readFile, rename, rm, stat, writeFile, readdir } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat, utimes, writeFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { execa, type Options as ExecaOptions } from "execa";
 import { sha256Text } from "./cache.js";
@@ -35,6 +35,8 @@ export interface Stage<Deps> {
 }
 
 const COMPLETE = ".complete.json";
+/** Outputs kept per stage: the newest ones by last use (an image is ~1 GiB; the cache must not grow without bound). */
+const KEEP_PER_STAGE = 3;
 
 /**
  * Runs a stage unless a complete output for the same inputs is already cached.
@@ -50,6 +52,8 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
 
   const cached = await readComplete(dir);
   if (cached) {
+    const now = new Date();
+    await utimes(join(dir, COMPLETE), now, now).catch(() => undefined); // marks it recently used for pruning
     log(stage.name, `reused (inputs unchanged, ${formatBytes(cached.bytes)}, built in ${formatSeconds(cached.seconds * 1000)})`);
     return { name: stage.name, key, dir, reused: true, seconds: 0, bytes: cached.bytes };
   }
@@ -89,6 +93,7 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
     await rm(work, { recursive: true, force: true });
   }
   log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
+  await pruneStage(join(stagesDir, stage.name), KEEP_PER_STAGE);
   return { name: stage.name, key, dir, reused: false, seconds, bytes };
 }
 
@@ -115,6 +120,22 @@ function stageRun(name: string, out: string, logStream: WriteStream, logPath: st
       return String(result.stdout ?? "");
     },
   };
+}
+
+/** Removes all but the `keep` most recently used complete outputs of a stage (and their logs). */
+export async function pruneStage(stageDir: string, keep: number): Promise<void> {
+  const entries = await readdir(stageDir).catch(() => [] as string[]);
+  const complete: { name: string; used: number }[] = [];
+  for (const name of entries) {
+    if (name.includes(".partial-") || name.endsWith(".log")) continue;
+    const info = await stat(join(stageDir, name, COMPLETE)).catch(() => undefined);
+    if (info) complete.push({ name, used: info.mtimeMs });
+  }
+  complete.sort((a, b) => b.used - a.used);
+  for (const { name } of complete.slice(keep)) {
+    await rm(join(stageDir, name), { recursive: true, force: true });
+    await rm(join(stageDir, `${name}.log`), { force: true });
+  }
 }
 
 async function readComplete(dir: string): Promise<{ seconds: number; bytes: number } | undefined> {

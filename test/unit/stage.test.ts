@@ -61,3 +61,18 @@ describe("stage cache", () => {
     expect(retry.reused).toBe(false);
   });
 });
+
+describe("stage cache pruning", () => {
+  it("keeps only the most recently used outputs of a stage", async () => {
+    const { cache, source } = await fixture();
+    const calls = { n: 0 };
+    const keys: string[] = [];
+    for (const value of ["a", "b", "c", "d", "e"]) keys.push((await runStage(countingStage(source, calls), { value }, cache)).key);
+    // "a" was pruned after the fourth build; using "c" again makes it newer than "d" and "e".
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await runStage(countingStage(source, calls), { value: "c" }, cache)).reused).toBe(true);
+    await runStage(countingStage(source, calls), { value: "f" }, cache);
+    const left = (await readdir(join(cache, "demo"))).filter((e) => !e.endsWith(".log")).sort();
+    expect(left).toEqual([keys[2], keys[4], (await runStage(countingStage(source, calls), { value: "f" }, cache)).key].sort());
+  });
+});
