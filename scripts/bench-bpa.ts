@@ -24,6 +24,7 @@ import { silentLogger } from "../bpa/controller/log.js";
 import { Operator } from "../bpa/operator.js";
 import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
 import { bmh } from "../test/fixtures/bpa/hosts.js";
+import { prng } from "../test/fixtures/prng.js";
 
 const { values } = parseArgs({
   options: {
@@ -34,16 +35,6 @@ const { values } = parseArgs({
   },
 });
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;

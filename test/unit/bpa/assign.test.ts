@@ -4,18 +4,8 @@ import { hostFacts, type HostFacts } from "../../../bpa/assign/hosts.js";
 import { costOf, fits, orderHosts, planAssignment } from "../../../bpa/assign/plan.js";
 import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
+import { prng } from "../../fixtures/prng.js";
 
-/** mulberry32: a small seeded PRNG, so a failing inventory can be replayed from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const pick = <T>(rand: () => number, items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 
