@@ -9,6 +9,8 @@ export default defineConfig({
     pool: "forks",
     projects: [
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts", "bpa/**/*.test.ts"] } },
+      // A signed Debian archive made by the test on 127.0.0.1: pins as files, cache, pool, snapshot.
+      { extends: true, test: { name: "debian", include: ["test/debian/**/*.test.ts"] } },
       {
         extends: true,
         test: {

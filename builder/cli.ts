@@ -31,8 +31,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(command.usage);
     return 0;
   }
-  await command.run(rest);
-  return 0;
+  return (await command.run(rest)) ?? 0;
 }
 
 installInterruptHandlers();

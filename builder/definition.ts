@@ -22,6 +22,10 @@ export const ApplianceDefinition = z
       .object({
         suite: z.string().min(1),
         packages: z.array(DebianPackage).default([]),
+        /** Resolve against `<suite>-updates` too (stable updates between point releases). */
+        updates: z.boolean().default(true),
+        /** Resolve against the security archive's `<suite>-security` too. */
+        security: z.boolean().default(true),
       })
       .strict(),
     console: z

@@ -21,6 +21,8 @@ const PROVIDERS: Record<string, string> = {
   "docker-registry": "docker-registry",
   gzip: "gzip",
   time: "time",
+  "apt-ftparchive": "apt-utils",
+  gpgv: "gpgv",
 };
 
 const SEARCH = [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/sbin"];

@@ -3,29 +3,27 @@ import { resolve } from "node:path";
 import yaml from "js-yaml";
 import { z } from "zod";
 import { tempSibling } from "./cache.js";
+import { DebianSources, PinnedPackage } from "./debian/schema.js";
 import { UserError } from "./errors.js";
 import { ImagesLock } from "./images/lock.js";
 import { Artifacts } from "./sources/schema.js";
 
+export const LOCK_VERSION = 2;
+
 /**
- * The lock file pins every external input. Debian packages are pinned by exact
- * version: the archive's signed Release file carries each .deb's sha256, so a
- * (mirror, suite, name, version) tuple names exactly one file.
+ * The lock file pins every external input. A Debian package is pinned as a file: name,
+ * version, architecture, pool path, sha256 and size, read from the archive's signed
+ * index (debian/schema.ts). Builds fetch exactly those files and never rewrite the lock.
  */
 export const LockFile = z
   .object({
-    version: z.literal(1),
-    debian: z
-      .object({
-        mirror: z.string().url(),
-        suite: z.string().min(1),
-        components: z.array(z.string()).min(1),
-        /** The packages the definition (plus the builder's base set) asked for when the lock was made. */
-        requested: z.array(z.string()),
-        /** The full installed package set of the root filesystem: name -> version. */
-        packages: z.record(z.string(), z.string()),
-      })
-      .strict(),
+    version: z.literal(LOCK_VERSION),
+    debian: DebianSources.extend({
+      /** The packages the definition (plus the builder's base set) asked for when the lock was made. */
+      requested: z.array(z.string()),
+      /** The full installed package set of the root filesystem. */
+      packages: z.record(z.string(), PinnedPackage),
+    }).strict(),
     /** External artifacts (binaries, tarballs, images) by name; see builder/sources. */
     artifacts: Artifacts.default({}),
     /** Debian package sets inside the container images the project builds (builder/images). */
@@ -34,6 +32,7 @@ export const LockFile = z
   .strict();
 
 export type LockFile = z.infer<typeof LockFile>;
+export type DebianLock = LockFile["debian"];
 
 export const DEFAULT_LOCK = resolve(import.meta.dirname, "..", "appliance.lock.yaml");
 
@@ -42,14 +41,14 @@ export function lockPathFor(definitionPath: string): string {
   return definitionPath.replace(/(\.ya?ml)?$/, ".lock.yaml");
 }
 
+const CONVERT = "run 'icn-bootstrap lock' once to convert it: it re-resolves every Debian package set and records each file (pool path, sha256, size), printing what moved";
+
 export async function loadLock(path: string): Promise<LockFile> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch {
-    throw new UserError(`lock file ${path} is missing`, `run 'icn-bootstrap lock' to resolve and pin every input`);
+  const raw = await readRaw(path);
+  if (raw && typeof raw === "object" && (raw as { version?: unknown }).version === 1) {
+    throw new UserError(`${path} is in the old lock format (version 1: Debian packages pinned by version only, which breaks as soon as the archive's index moves on)`, CONVERT);
   }
-  const result = LockFile.safeParse(yaml.load(text));
+  const result = LockFile.safeParse(raw);
   if (!result.success) {
     const first = result.error.issues[0]!;
     throw new UserError(`${path}: ${first.path.join(".")}: ${first.message}`, "regenerate it with 'icn-bootstrap lock'");
@@ -57,9 +56,65 @@ export async function loadLock(path: string): Promise<LockFile> {
   return result.data;
 }
 
+/**
+ * What `icn-bootstrap lock` keeps from an existing lock of either format: the artifacts,
+ * the mirror, and the versions pinned so far (to print what moved).
+ */
+export interface PreviousLock {
+  lock?: LockFile;
+  artifacts: LockFile["artifacts"];
+  mirror?: string;
+  versions: { rootfs: Record<string, string>; base: Record<string, string>; toolchain: Record<string, string> };
+}
+
+export async function loadPreviousLock(path: string): Promise<PreviousLock | undefined> {
+  let raw: any;
+  try {
+    raw = await readRaw(path);
+  } catch {
+    return undefined;
+  }
+  if (raw?.version === LOCK_VERSION) {
+    const lock = await loadLock(path);
+    const v = (p: Record<string, { version: string }> | undefined) => Object.fromEntries(Object.entries(p ?? {}).map(([n, x]) => [n, x.version]));
+    return {
+      lock,
+      artifacts: lock.artifacts,
+      mirror: lock.debian.archives.find((a) => a.name === "main")?.url,
+      versions: { rootfs: v(lock.debian.packages), base: v(lock.images?.debian.base.packages), toolchain: v(lock.images?.debian.toolchain.packages) },
+    };
+  }
+  // Version 1: versions only.
+  const artifacts = Artifacts.default({}).safeParse(raw?.artifacts);
+  if (!artifacts.success) throw new UserError(`${path}: artifacts: ${artifacts.error.issues[0]?.message}`, "fix or remove the artifacts section, then run 'icn-bootstrap lock' again");
+  return {
+    artifacts: artifacts.data,
+    mirror: typeof raw?.debian?.mirror === "string" ? raw.debian.mirror : undefined,
+    versions: { rootfs: raw?.debian?.packages ?? {}, base: raw?.images?.debian?.base?.packages ?? {}, toolchain: raw?.images?.debian?.toolchain?.packages ?? {} },
+  };
+}
+
+async function readRaw(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    throw new UserError(`lock file ${path} is missing`, "run 'icn-bootstrap lock' to resolve and pin every input");
+  }
+  return yaml.load(text);
+}
+
 export async function saveLock(path: string, lock: LockFile): Promise<void> {
-  const header = "# Generated by 'icn-bootstrap lock'. Pins every external input of the build.\n";
+  const header = "# Generated by 'icn-bootstrap lock'. Pins every external input of the build; builds never rewrite it.\n";
   const temp = tempSibling(path);
   await writeFile(temp, header + yaml.dump(lock, { sortKeys: true, lineWidth: 200 }));
   await rename(temp, path);
+}
+
+/** Every pinned Debian file of the lock (root filesystem and the images' sets), by set. */
+export function debianSets(lock: LockFile): { name: "rootfs" | "base" | "toolchain"; packages: Record<string, z.infer<typeof PinnedPackage>> }[] {
+  return [
+    { name: "rootfs", packages: lock.debian.packages },
+    ...(lock.images ? [{ name: "base" as const, packages: lock.images.debian.base.packages }, { name: "toolchain" as const, packages: lock.images.debian.toolchain.packages }] : []),
+  ];
 }

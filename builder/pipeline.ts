@@ -11,6 +11,7 @@ import { diskStage } from "./stages/disk.js";
 import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
 import { ensureArtifacts, loadArtifacts, selectTargets, type ArtifactResult } from "./sources/index.js";
 import { UserError } from "./errors.js";
+import { ensureLockedDebs, type DebOrigin } from "./debian/fetch.js";
 import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
@@ -24,12 +25,16 @@ export interface BuildRequest {
   lockPath: string;
   formats: OutputFormat[];
   outDir: string;
+  /** Snapshot archive base URL, instead of the lock's (build --snapshot). */
+  snapshot?: string;
 }
 
 export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
   packages: Record<string, string>;
+  /** Where each pinned .deb came from in this build (cache, pool, snapshot). */
+  debianFiles: DebOrigin[];
   /** The container images seeded into the registry (reference, digest, built or pulled). */
   containerImages?: { ref: string; digest: string; source: string }[];
 }
@@ -47,7 +52,7 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
   return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
 }
 
-export const BUILD_TOOLS = ["skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
 export function stagesDir(): string {
   return join(cacheRoot(), "stages");
@@ -66,6 +71,8 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     ...definition.overlays.map((dir) => ({ dir: resolve(dirname(request.definitionPath), dir), target: "" })),
   ];
 
+  // Every pinned .deb, by its record, before any stage: a missing file fails here, naming each one.
+  const debianFiles = await ensureLockedDebs(lock, { snapshot: request.snapshot });
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
   const layers: StageResult[] = [];
   const contentStages: StageResult[] = [];
@@ -77,7 +84,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   // Stages 3-5: the file server's tree (kubespray + binaries), the container images and the seeded registry.
   const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
   layers.push(content.registry!, content.files);
-  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images, content.registry!);
+  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images!, content.registry!);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
   const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
   const image = await runStage(imageStage, { disk, overlays }, cache);
@@ -103,5 +110,5 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; digest: string; source: string }[] };
   const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
-  return { stages, images, packages, containerImages };
+  return { stages, images, packages, debianFiles, containerImages };
 }

@@ -13,6 +13,8 @@ export async function writeReport(path: string, name: string, result: BuildResul
     images: result.images,
     sbom: {
       debianPackages: Object.entries(result.packages).map(([name, version]) => ({ name, version })),
+      /** Every pinned .deb of the build (root filesystem and the images), and where this build took it from. */
+      debianFiles: result.debianFiles,
       containerImages: result.containerImages ?? [],
     },
   };

@@ -27,7 +27,7 @@ async function main() {
   setQuiet(true);
   const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
   setQuiet(false);
-  const blobs = join(content.images.dir, OCI_DIR, "blobs", "sha256");
+  const blobs = join(content.images!.dir, OCI_DIR, "blobs", "sha256");
   let bytes = 0;
   for (const name of await readdir(blobs)) bytes += (await stat(join(blobs, name))).size;
 

@@ -11,7 +11,7 @@ import type { Command } from "./command.js";
 export const buildCommand: Command = {
   name: "build",
   summary: "build the appliance images (USB raw disk and/or qcow2)",
-  usage: `usage: icn-bootstrap build [--definition FILE] [--format usb,qcow2] [--out DIR]
+  usage: `usage: icn-bootstrap build [--definition FILE] [--format usb,qcow2] [--out DIR] [--snapshot URL]
 
 Builds the appliance described by an appliance definition. Stages whose inputs did not
 change are reused from the cache (~/.cache/icn-bootstrap, or $ICN_BOOTSTRAP_CACHE).
@@ -22,6 +22,11 @@ options:
   --format LIST      comma-separated: usb (raw GPT disk, dd to a stick) and/or qcow2
                      (default: the definition's outputs.formats)
   --out DIR          where images and the build report go (default: ./out)
+  --snapshot URL     a snapshot archive to fetch pinned .debs from when neither the cache
+                     nor the archive's pool has them (default: the lock's debian.snapshot)
+
+Debian packages are fetched as the lock file records them (pool path + sha256): from the
+cache, else the archive's pool, else the snapshot archive; the lock is never rewritten.
 
 outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
   async run(argv) {
@@ -29,6 +34,7 @@ outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
       definition: { type: "string" },
       format: { type: "string" },
       out: { type: "string" },
+      snapshot: { type: "string" },
     });
     const started = Date.now();
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
@@ -38,7 +44,7 @@ outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
     const formats = values.format ? parseFormats(values.format) : definition.outputs.formats;
     const outDir = resolve(values.out ?? "out");
     log("build", `${definition.name}: formats ${formats.join(", ")} -> ${outDir}`);
-    const result = await build({ definition, definitionPath, lock, lockPath, formats, outDir });
+    const result = await build({ definition, definitionPath, lock, lockPath, formats, outDir, snapshot: values.snapshot });
     const seconds = (Date.now() - started) / 1000;
     const reportPath = join(outDir, `${definition.name}.report.json`);
     await writeReport(reportPath, definition.name, result, seconds);

@@ -4,5 +4,6 @@ export interface Command {
   summary: string;
   /** Full help text, printed by `icn-bootstrap <name> --help`. */
   usage: string;
-  run(argv: string[]): Promise<void>;
+  /** Resolves to the exit status (0 when nothing is returned). */
+  run(argv: string[]): Promise<number | void>;
 }

@@ -1,72 +1,160 @@
-import { readFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
-import { sha256Text } from "../cache.js";
+import { CHECK_EXIT, checkLock, describeAge, exitStatus } from "../debian/check.js";
+import { ensureDebs } from "../debian/fetch.js";
+import { readIndexes } from "../debian/index.js";
+import { describeMoved, movedPackages, newestPin, type Moved } from "../debian/pins.js";
+import { readArchives, resolveImageSets, resolveRootfs, sourcesFor } from "../debian/resolve.js";
+import type { PinnedPackage } from "../debian/schema.js";
+import { DEFAULT_DEFINITION, loadDefinition, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
-import { DEFAULT_DEFINITION, loadDefinition } from "../definition.js";
 import { requireTools } from "../host-tools.js";
-import { loadLock, lockPathFor, saveLock, type LockFile } from "../lockfile.js";
+import { debianSets, loadLock, loadPreviousLock, LOCK_VERSION, lockPathFor, saveLock, type LockFile } from "../lockfile.js";
 import { log } from "../log.js";
 import { stagesDir } from "../pipeline.js";
 import { runStage } from "../stage.js";
-import { PACKAGES_JSON, requestedPackages, rootfsStage } from "../stages/rootfs.js";
+import { rootfsStage } from "../stages/rootfs.js";
 import type { Command } from "./command.js";
-
-const DEFAULT_MIRROR = "http://deb.debian.org/debian";
+import { printImageMoves, recordImageDigests } from "./lock-images.js";
 
 export const lockCommand: Command = {
   name: "lock",
-  summary: "resolve the definition's inputs and pin them in its lock file",
-  usage: `usage: icn-bootstrap lock [--definition FILE] [--mirror URL]
+  summary: "pin every Debian package as a file (or --update some, or --check how old the pins are)",
+  usage: `usage: icn-bootstrap lock [--definition FILE] [--mirror URL] [--security-mirror URL] [--snapshot URL]
+       icn-bootstrap lock --update [NAME...]
+       icn-bootstrap lock --check
 
-Resolves the Debian package set of the definition (its packages, their dependencies and
-the builder's base set) against the mirror, and writes every package's exact version to
-the lock file (FILE with .lock.yaml). Builds install exactly those versions and fail if
-the mirror no longer has them. Other pinned artifacts in the lock file are kept.
+Resolves every Debian package set of the definition (the root filesystem, and the
+images' shared base and C toolchain) against the archives' signed indexes: the suite,
+<suite>-updates and <suite>-security (debian.updates / debian.security in the
+definition). Each package is pinned as a file: version, architecture, pool path, sha256
+and size, with the Date of the index it came from. Builds fetch exactly those files (the
+cache, then the pool, then the snapshot archive) and never rewrite the lock. Prints what
+moved (old -> new); when an image's packages moved, rebuilds the images and writes their
+digests into registry-seed/ (as lock-images does). Other pinned artifacts are kept.
+
+  --update           the same as no option: re-resolve everything
+  --update NAME...   re-pin only these packages (wherever they are pinned) to the newest
+                     version the indexes list, leaving every other pin alone; the changed
+                     sets are installed once to prove they still fit together
+  --check            how old the pins are, without building: how many today's index
+                     still lists, how many only the pool, the snapshot archive or this
+                     machine's cache still has, how many are gone, and which pinned
+                     packages have a newer version in the security archive.
+                     Exit status: 0 when every pin is indexed and no security update
+                     waits, else the sum of ${CHECK_EXIT.notIndexed} (pins only in the pool or snapshot: builds
+                     still work), ${CHECK_EXIT.securityUpdates} (security updates available), ${CHECK_EXIT.cacheOnly} (pins only in this
+                     machine's cache), ${CHECK_EXIT.gone} (pins gone: builds fail); 1 on errors
 
 options:
-  --definition FILE  appliance definition (default: appliance.yaml in the repository)
-  --mirror URL       Debian mirror (default: the lock file's, else ${DEFAULT_MIRROR});
-                     a snapshot.debian.org URL gives a mirror that never moves`,
+  --definition FILE      appliance definition (default: appliance.yaml in the repository)
+  --mirror URL           the Debian archive (default: the lock's, else http://deb.debian.org/debian)
+  --security-mirror URL  the security archive (default: the lock's, else http://security.debian.org/debian-security)
+  --snapshot URL         snapshot archive base (default: the lock's, else https://snapshot.debian.org/archive;
+                         '' for none)`,
   async run(argv) {
-    const { values } = parseCommandArgs("lock", argv, { definition: { type: "string" }, mirror: { type: "string" } });
+    const { values, positionals } = parseCommandArgs(
+      "lock",
+      argv,
+      {
+        definition: { type: "string" },
+        mirror: { type: "string" },
+        "security-mirror": { type: "string" },
+        snapshot: { type: "string" },
+        update: { type: "boolean" },
+        check: { type: "boolean" },
+      },
+      true,
+    );
+    if (positionals.length > 0 && !values.update) throw new UserError(`lock: unexpected argument${positionals.length > 1 ? "s" : ""} ${positionals.join(" ")}`, "to re-pin single packages: icn-bootstrap lock --update NAME...");
+    if (values.check && (values.update || positionals.length > 0)) throw new UserError("lock: --check does not go with --update", "run them one after the other");
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
     const definition = await loadDefinition(definitionPath);
-    await requireTools(["mmdebstrap"]);
-    const previous: LockFile | undefined = await loadLock(lockPath).catch(() => undefined);
-    const debian: LockFile["debian"] = {
-      mirror: values.mirror ?? previous?.debian.mirror ?? DEFAULT_MIRROR,
-      suite: definition.debian.suite,
-      components: previous?.debian.components ?? ["main"],
-      requested: requestedPackages(definition),
-      packages: {},
-    };
-    log("lock", `resolving ${debian.requested.length} requested packages for Debian ${debian.suite}`);
-    const mirrorState = await fetchInRelease(debian.mirror, debian.suite);
-    const result = await runStage(rootfsStage, { definition, lock: debian, resolve: mirrorState }, stagesDir());
-    debian.packages = JSON.parse(await readFile(join(result.dir, PACKAGES_JSON), "utf8"));
-    await saveLock(lockPath, { version: 1, debian, artifacts: previous?.artifacts ?? {}, ...(previous?.images ? { images: previous.images } : {}) });
-    const changed = previous ? diffPackages(previous.debian.packages, debian.packages) : [];
-    console.log(`${lockPath}: ${Object.keys(debian.packages).length} Debian packages pinned${previous ? `, ${changed.length} changed` : ""}`);
-    for (const line of changed.slice(0, 50)) console.log(`  ${line}`);
+    if (values.check) return checkCommand(lockPath);
+    await requireTools(["mmdebstrap", "apt-ftparchive", "gpgv"]);
+    if (positionals.length > 0) return updateNamed(definition, lockPath, [...new Set(positionals)]);
+    return resolveAll(definition, lockPath, { mirror: values.mirror, securityMirror: values["security-mirror"], snapshot: values.snapshot });
   },
 };
 
-/** The sha256 of the suite's signed InRelease file: it changes whenever the mirror's content does. */
-async function fetchInRelease(mirror: string, suite: string): Promise<string> {
-  const url = `${mirror.replace(/\/$/, "")}/dists/${suite}/InRelease`;
-  let response: Response;
-  try {
-    response = await fetch(url);
-  } catch (error) {
-    throw new UserError(`cannot reach the Debian mirror at ${url}: ${(error as Error).message}`, "check the network, or pass a reachable mirror with --mirror");
+async function resolveAll(definition: ApplianceDefinition, lockPath: string, opts: { mirror?: string; securityMirror?: string; snapshot?: string }): Promise<void> {
+  const previous = await loadPreviousLock(lockPath);
+  const resolution = await readArchives(sourcesFor(definition, previous, opts));
+  const debian = await resolveRootfs(definition, resolution, stagesDir());
+  let lock: LockFile = { version: LOCK_VERSION, debian, artifacts: previous?.artifacts ?? {} };
+  const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
+  const before: LockFile = previous?.lock ?? { ...lock, debian: { ...debian, packages: {} } };
+  const rootfsMoved = movedPackages(previous?.lock?.debian.packages ?? versionRecords(previous?.versions.rootfs), debian.packages);
+  console.log(`${lockPath}: root filesystem: ${Object.keys(debian.packages).length} packages pinned, ${rootfsMoved.length} moved`);
+  for (const line of describeMoved(rootfsMoved)) console.log(`  ${line}`);
+  const oldImages = previous?.lock?.images ?? { debian: { base: { requested: [], packages: versionRecords(previous?.versions.base) as never }, toolchain: { requested: [], packages: versionRecords(previous?.versions.toolchain) as never } } };
+  printImageMoves({ ...before, images: oldImages }, images);
+  const imagesMoved = ["base", "toolchain"].some((set) => movedPackages(previous?.lock?.images?.debian[set as "base"].packages ?? {}, images.debian[set as "base"].packages).length > 0);
+  lock = { ...lock, images };
+  await saveLock(lockPath, lock);
+  console.log(`${lockPath}: written (index dates: ${Object.entries(debian.indexes).map(([s, d]) => `${s} ${d}`).join("; ")})`);
+  if (imagesMoved) {
+    log("lock", "the images' packages moved: rebuilding the images to pin their digests");
+    await recordImageDigests(definition, lock, lockPath);
   }
-  if (!response.ok) throw new UserError(`the Debian mirror answered ${response.status} for ${url}`, `check that suite '${suite}' exists on that mirror, or pass another with --mirror`);
-  return sha256Text(await response.text());
 }
 
-function diffPackages(before: Record<string, string>, after: Record<string, string>): string[] {
-  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
-  return names.filter((n) => before[n] !== after[n]).map((n) => `${n}: ${before[n] ?? "(new)"} -> ${after[n] ?? "(removed)"}`);
+/** A v1 lock's versions, shaped like pins for the old -> new listing. */
+function versionRecords(versions: Record<string, string> | undefined): Record<string, { version: string }> {
+  return Object.fromEntries(Object.entries(versions ?? {}).map(([name, version]) => [name, { version }]));
+}
+
+async function updateNamed(definition: ApplianceDefinition, lockPath: string, names: string[]): Promise<void> {
+  const lock = await loadLock(lockPath);
+  const indexes = await readIndexes(lock.debian.archives, lock.debian);
+  const sets = debianSets(lock);
+  const updated: LockFile = structuredClone(lock);
+  const target = { rootfs: updated.debian.packages, base: updated.images?.debian.base.packages, toolchain: updated.images?.debian.toolchain.packages };
+  const moved: (Moved & { set: string })[] = [];
+  for (const name of names) {
+    const holders = sets.filter((s) => name in s.packages);
+    if (holders.length === 0) throw new UserError(`lock --update: ${name} is not pinned in ${lockPath}`, "to add a package, list it in the definition (debian.packages) and run 'icn-bootstrap lock'");
+    const newest = await newestPin(indexes, name);
+    if (!newest) throw new UserError(`lock --update: no suite of ${lock.debian.archives.map((a) => a.url).join(", ")} lists ${name} any more`, "run 'icn-bootstrap lock' to re-resolve the whole set");
+    const date = indexes.find((i) => i.suite === newest.suite)!.date;
+    const pin: PinnedPackage = { ...newest, ...(date !== lock.debian.indexes[newest.suite] ? { date } : {}) };
+    for (const holder of holders) {
+      const old = holder.packages[name]!;
+      if (old.sha256 === pin.sha256) continue;
+      target[holder.name]![name] = pin;
+      moved.push({ name, from: old.version, to: pin.version, suite: pin.suite, set: holder.name });
+    }
+  }
+  if (moved.length === 0) {
+    console.log(`${names.join(", ")}: already pinned at the newest version the indexes list; nothing changed`);
+    return;
+  }
+  for (const m of moved) console.log(`${m.set}: ${describeMoved([m])[0]}`);
+  // Prove the changed sets still install together before writing anything.
+  await ensureDebs(moved.map((m) => [m.name, target[m.set as "rootfs"]![m.name]!] as [string, PinnedPackage]), updated.debian);
+  const changedSets = new Set(moved.map((m) => m.set));
+  try {
+    if (changedSets.has("rootfs")) await runStage(rootfsStage, { definition, lock: updated.debian }, stagesDir());
+  } catch (error) {
+    throw new UserError(
+      `the new version${moved.length > 1 ? "s" : ""} of ${names.join(", ")} do not install with the rest of the pinned set (the lock was not changed):\n  ${(error as Error).message}`,
+      "run 'icn-bootstrap lock' to re-resolve the whole set, which takes the dependencies along",
+    );
+  }
+  await saveLock(lockPath, updated);
+  console.log(`${lockPath}: ${moved.length} pin${moved.length === 1 ? "" : "s"} changed`);
+  if (changedSets.has("base") || changedSets.has("toolchain")) {
+    log("lock", "the images' packages moved: rebuilding the images to pin their digests");
+    await recordImageDigests(definition, updated, lockPath);
+  }
+}
+
+async function checkCommand(lockPath: string): Promise<number> {
+  const lock = await loadLock(lockPath);
+  await requireTools(["gpgv"]);
+  const indexes = await readIndexes(lock.debian.archives, lock.debian);
+  const age = await checkLock(lock, indexes);
+  for (const line of describeAge(age)) console.log(line);
+  return exitStatus(age);
 }

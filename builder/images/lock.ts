@@ -1,18 +1,14 @@
 import { z } from "zod";
+import { PinnedSet } from "../debian/schema.js";
 
 /**
  * `images:` in appliance.lock.yaml: the Debian package sets of the images the project
- * builds, pinned by exact version like the root filesystem (same mirror and suite).
+ * builds, pinned as files like the root filesystem (same archives, debian/schema.ts).
  * - `base`: ONE Debian root shared by every image with Debian packages (one layer,
  *   stored once in the registry): the union of the recipes' packages.
  * - `toolchain`: gcc and libc for static C programs (the pause container).
  */
-export const PackageSet = z
-  .object({
-    requested: z.array(z.string()),
-    packages: z.record(z.string(), z.string()),
-  })
-  .strict();
+export const PackageSet = PinnedSet;
 export type PackageSet = z.infer<typeof PackageSet>;
 
 export const ImagesLock = z

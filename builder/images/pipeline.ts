@@ -23,7 +23,7 @@ export interface ContentOptions {
   lock: LockFile;
   lockPath: string;
   stagesDir: string;
-  /** lock-images: resolve the Debian sets anew (value: the mirror state) and record digests. */
+  /** lock: resolve the Debian sets anew (value: the archives' state); stops after them (the images need pins). */
   resolve?: string;
   record?: boolean;
   /** Stop after the images stage (lock-images). */
@@ -34,14 +34,16 @@ export interface ContentResult {
   files: StageResult;
   imageBase?: StageResult;
   imageCompile?: StageResult;
-  images: StageResult;
+  /** Absent when resolving (the images are built from pinned packages only). */
+  images?: StageResult;
   registry?: StageResult;
   selection: Selection;
   plan: ImagesPlan;
 }
 
 export function debianSource(lock: LockFile): DebianSource {
-  return { mirror: lock.debian.mirror, suite: lock.debian.suite, components: lock.debian.components };
+  const { suite, components, archives, keyring } = lock.debian;
+  return { suite, components, archives, ...(keyring ? { keyring } : {}) };
 }
 
 export async function buildContent(opts: ContentOptions): Promise<ContentResult> {
@@ -78,6 +80,7 @@ export async function buildContent(opts: ContentOptions): Promise<ContentResult>
   }
   const imageBase = plan.basePackages.length > 0 ? await runStage(imageBaseStage, { debian, set: baseSet, resolve: opts.resolve }, stagesDir) : undefined;
   const imageCompile = plan.programs.length > 0 ? await runStage(imageCompileStage, { debian, set: toolchainSet, resolve: opts.resolve, programs: plan.programs }, stagesDir) : undefined;
+  if (opts.resolve) return { files, imageBase, imageCompile, selection, plan };
   const images = await runStage(imagesStage, { plan, base: imageBase, compiled: imageCompile, record: opts.record }, stagesDir);
   if (opts.imagesOnly) return { files, imageBase, imageCompile, images, selection, plan };
   const registry = await runStage(registryStage, { images }, stagesDir);

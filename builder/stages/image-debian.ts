@@ -9,9 +9,12 @@
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { UserError } from "../errors.js";
+import { MMDEBSTRAP_MODULE, mmdebstrap, type PackageChoice } from "../debian/mmdebstrap.js";
+import { versionsOf, type DebianSources } from "../debian/schema.js";
 import type { PackageSet } from "../images/lock.js";
 import type { Stage } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
+import { fileDigests } from "./rootfs.js";
 
 export const BASE_TAR = "base.tar";
 export const PACKAGES_JSON = "packages.json";
@@ -28,21 +31,17 @@ const CLEANUP = [
 
 const DPKG_EXCLUDES = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*", "path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/locale/*"];
 
-export interface DebianSource {
-  mirror: string;
-  suite: string;
-  components: string[];
-}
+export type DebianSource = Pick<DebianSources, "suite" | "components" | "archives" | "keyring">;
 
 export interface ImageBaseDeps {
   debian: DebianSource;
   set: PackageSet;
-  /** Resolve mode (lock-images): newest versions of `set.requested`; the value names the mirror state. */
+  /** Resolve mode (lock): newest versions of `set.requested`; the value names the archives' state. */
   resolve?: string;
 }
 
-function include(set: PackageSet, resolve: string | undefined, what: string): string[] {
-  if (resolve) return set.requested;
+function choice(set: PackageSet, resolve: string | undefined, what: string): PackageChoice {
+  if (resolve) return { resolve: set.requested };
   const missing = set.requested.filter((name) => !(name in set.packages));
   if (missing.length > 0 || Object.keys(set.packages).length === 0) {
     throw new UserError(
@@ -50,38 +49,28 @@ function include(set: PackageSet, resolve: string | undefined, what: string): st
       "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)",
     );
   }
-  return Object.entries(set.packages).map(([name, version]) => `${name}=${version}`);
+  return { pinned: set.packages };
 }
 
-function mmdebstrapArgs(debian: DebianSource, packages: string[], hooks: string[], format: string, target: string): string[] {
-  return [
-    "--mode=unshare",
-    "--variant=minbase",
-    `--format=${format}`,
-    `--components=${debian.components.join(",")}`,
-    `--include=${packages.join(",")}`,
-    ...DPKG_EXCLUDES.map((rule) => `--dpkgopt=${rule}`),
-    ...hooks.map((hook) => `--customize-hook=${hook}`),
-    debian.suite,
-    target,
-    debian.mirror,
-  ];
+function pinnedInputs({ debian, set, resolve }: ImageBaseDeps) {
+  const { suite, components, archives } = debian;
+  return { suite, components, archives, requested: set.requested, pinned: resolve ? { newestAt: resolve } : fileDigests(set.packages) };
 }
 
 function checkPinned(installed: Record<string, string>, set: PackageSet, what: string): void {
-  const drift = Object.entries(installed).filter(([n, v]) => set.packages[n] !== v).map(([n, v]) => `${n} ${v} (locked ${set.packages[n] ?? "-"})`);
+  const pinned = versionsOf(set.packages);
+  const drift = Object.entries(installed).filter(([n, v]) => pinned[n] !== v).map(([n, v]) => `${n} ${v} (locked ${pinned[n] ?? "-"})`);
   if (drift.length > 0) throw new UserError(`the image ${what} set differs from the lock file: ${drift.slice(0, 8).join("; ")}`, "run 'icn-bootstrap lock-images' to re-pin it");
 }
 
 export const imageBaseStage: Stage<ImageBaseDeps> = {
   name: "image-base",
-  sources: [import.meta.filename],
-  inputs: ({ debian, set, resolve }) => ({ debian, requested: set.requested, pinned: resolve ? { newestAt: resolve } : set.packages, epoch: SOURCE_DATE_EPOCH }),
+  sources: [import.meta.filename, MMDEBSTRAP_MODULE],
+  inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
   async build(run, { debian, set, resolve }) {
     const tar = join(run.out, BASE_TAR);
-    const packages = include(set, resolve, "base");
     run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
-    await run.exec("mmdebstrap", mmdebstrapArgs(debian, packages, [CLEANUP], "tar", tar), { env: { SOURCE_DATE_EPOCH } });
+    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "base"));
     const status = await readTarMember(tar, "var/lib/dpkg/status");
     if (!status) throw new Error("mmdebstrap produced an image base without /var/lib/dpkg/status");
     const installed = parseDpkgStatus(status);
@@ -105,15 +94,9 @@ export interface ImageCompileDeps extends ImageBaseDeps {
 
 export const imageCompileStage: Stage<ImageCompileDeps> = {
   name: "image-compile",
-  sources: [import.meta.filename],
-  inputs: ({ debian, set, resolve, programs }) => ({
-    debian,
-    requested: set.requested,
-    pinned: resolve ? { newestAt: resolve } : set.packages,
-    programs: programs.map(({ name, sha256, cflags }) => ({ name, sha256, cflags })),
-  }),
+  sources: [import.meta.filename, MMDEBSTRAP_MODULE],
+  inputs: (deps) => ({ ...pinnedInputs(deps), programs: deps.programs.map(({ name, sha256, cflags }) => ({ name, sha256, cflags })) }),
   async build(run, { debian, set, resolve, programs }) {
-    const packages = include(set, resolve, "toolchain");
     const src = join(run.out, "src");
     const bin = join(run.out, "bin");
     await mkdir(src, { recursive: true });
@@ -130,7 +113,7 @@ export const imageCompileStage: Stage<ImageCompileDeps> = {
       `chroot "$1" dpkg-query -W -f '\${Package} \${Version} \${db:Status-Abbrev}\\n' > ${join(run.out, "dpkg.txt")}`,
     ];
     run.log(`compiling ${programs.map((p) => p.name).join(", ")} with the pinned gcc`);
-    await run.exec("mmdebstrap", mmdebstrapArgs(debian, packages, hooks, "null", "/dev/null"), { env: { SOURCE_DATE_EPOCH } });
+    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "null", target: "/dev/null", dpkgOptions: DPKG_EXCLUDES, customizeHooks: hooks, env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "toolchain"));
     const installed: Record<string, string> = {};
     for (const line of (await readFile(join(run.out, "dpkg.txt"), "utf8")).split("\n")) {
       const [name, version, state] = line.split(" ");

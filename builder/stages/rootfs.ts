@@ -2,7 +2,9 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
-import type { LockFile } from "../lockfile.js";
+import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
+import { versionsOf, type PinnedPackage } from "../debian/schema.js";
+import type { DebianLock } from "../lockfile.js";
 import type { Stage } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
 
@@ -27,11 +29,11 @@ export const BASE_PACKAGES = [
 
 export interface RootfsDeps {
   definition: ApplianceDefinition;
-  lock: LockFile["debian"];
+  lock: DebianLock;
   /**
-   * Resolve mode (`icn-bootstrap lock`): install the newest versions instead of the pinned
-   * ones. The value identifies the mirror's state (sha256 of its InRelease file), so a
-   * resolution is reused only while the mirror has not changed.
+   * Resolve mode (`icn-bootstrap lock`): install the newest versions of the archives'
+   * suites instead of the pinned files. The value identifies the archives' state (their
+   * index dates), so a resolution is reused only while the archives have not changed.
    */
   resolve?: string;
 }
@@ -63,7 +65,7 @@ const DPKG_EXCLUDES = [
 
 export const rootfsStage: Stage<RootfsDeps> = {
   name: "rootfs",
-  sources: [import.meta.filename],
+  sources: [import.meta.filename, MMDEBSTRAP_MODULE],
   inputs: ({ definition, lock, resolve }) => {
     const requested = requestedPackages(definition);
     if (definition.debian.suite !== lock.suite) {
@@ -73,47 +75,33 @@ export const rootfsStage: Stage<RootfsDeps> = {
       );
     }
     if (!resolve) assertLockCovers(requested, lock);
-    return { mirror: lock.mirror, suite: lock.suite, components: lock.components, requested, pinned: resolve ? { newestAt: resolve } : lock.packages };
+    const { suite, components, archives } = lock;
+    return { suite, components, archives, requested, pinned: resolve ? { newestAt: resolve } : fileDigests(lock.packages) };
   },
   async build(run, { definition, lock, resolve }) {
     const requested = requestedPackages(definition);
-    const include = resolve ? requested : Object.entries(lock.packages).map(([name, version]) => `${name}=${version}`);
     const tarPath = join(run.out, ROOTFS_TAR);
-    run.log(`mmdebstrap ${lock.suite} from ${lock.mirror}: ${requested.length} requested packages${resolve ? " (resolving newest versions)" : `, ${include.length} pinned`}`);
-    try {
-      await run.exec("mmdebstrap", [
-        "--mode=unshare",
-        "--variant=apt",
-        "--format=tar",
-        `--components=${lock.components.join(",")}`,
-        `--include=${include.join(",")}`,
-        ...DPKG_EXCLUDES.map((rule) => `--dpkgopt=${rule}`),
-        `--customize-hook=${CUSTOMIZE}`,
-        lock.suite,
-        tarPath,
-        lock.mirror,
-      ]);
-    } catch (error) {
-      const text = String((error as Error).message);
-      const missing = [...text.matchAll(/Version '([^']+)' for '([^']+)' was not found/g)].map((m) => `${m[2]}=${m[1]}`);
-      if (missing.length > 0) {
-        throw new UserError(
-          `pinned Debian package versions are no longer on ${lock.mirror}: ${missing.join(", ")}`,
-          "run 'icn-bootstrap lock' to re-pin to the mirror's current versions, or point debian.mirror in the lock file at a snapshot of the archive",
-        );
-      }
-      throw error;
-    }
+    run.log(`mmdebstrap ${lock.suite}: ${requested.length} requested packages${resolve ? ` (resolving the newest versions in ${lock.archives.flatMap((a) => a.suites).join(", ")})` : `, ${Object.keys(lock.packages).length} pinned files`}`);
+    await mmdebstrap(
+      run.exec,
+      { sources: lock, variant: "apt", format: "tar", target: tarPath, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CUSTOMIZE] },
+      resolve ? { resolve: requested } : { pinned: lock.packages },
+    );
     const status = await readTarMember(tarPath, "var/lib/dpkg/status");
     if (!status) throw new Error("mmdebstrap produced a root filesystem without /var/lib/dpkg/status");
     const installed = parseDpkgStatus(status);
-    if (!resolve) assertMatchesLock(installed, lock.packages);
+    if (!resolve) assertMatchesLock(installed, versionsOf(lock.packages));
     await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
     run.log(`${Object.keys(installed).length} packages installed`);
   },
 };
 
-function assertLockCovers(requested: string[], lock: LockFile["debian"]): void {
+/** name -> sha256 of the pinned files: what a pinned install depends on. */
+export function fileDigests(packages: Record<string, PinnedPackage>): Record<string, string> {
+  return Object.fromEntries(Object.entries(packages).map(([name, pin]) => [name, pin.sha256]));
+}
+
+function assertLockCovers(requested: string[], lock: DebianLock): void {
   const locked = new Set(lock.requested);
   const added = requested.filter((name) => !locked.has(name));
   const removed = lock.requested.filter((name) => !requested.includes(name));

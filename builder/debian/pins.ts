@@ -1,0 +1,67 @@
+/** Turning what apt installed into file pins, and re-pinning single packages. */
+import { UserError } from "../errors.js";
+import { versionGreater, type SuiteIndex } from "./index.js";
+import type { PinnedPackage } from "./schema.js";
+
+/** The record of `name` at exactly `version` from the first suite (in preference order) that lists it. */
+export function findPin(indexes: SuiteIndex[], name: string, version: string, architecture?: string): PinnedPackage | undefined {
+  for (const index of indexes) {
+    const entry = index.packages.get(name)?.find((e) => e.version === version && (!architecture || e.architecture === architecture));
+    if (entry) {
+      const { filename, sha256, size } = entry;
+      return { version, architecture: entry.architecture, filename, sha256, size, archive: index.archive.name, suite: index.suite };
+    }
+  }
+  return undefined;
+}
+
+/** Pins for an installed set (name -> version, as dpkg reports it). */
+export function pinInstalled(installed: Record<string, string>, indexes: SuiteIndex[]): Record<string, PinnedPackage> {
+  const pins: Record<string, PinnedPackage> = {};
+  const missing: string[] = [];
+  for (const [name, version] of Object.entries(installed).sort(([a], [b]) => a.localeCompare(b))) {
+    const pin = findPin(indexes, name, version);
+    if (pin) pins[name] = pin;
+    else missing.push(`${name} ${version}`);
+  }
+  if (missing.length > 0) {
+    throw new UserError(
+      `apt installed packages that none of the suites' indexes list: ${missing.join(", ")}`,
+      `the archive changed while resolving (indexes of ${indexes.map((i) => i.suite).join(", ")}): run the command again`,
+    );
+  }
+  return pins;
+}
+
+/** The newest version of `name` in any of the suites, with its record. */
+export async function newestPin(indexes: SuiteIndex[], name: string): Promise<PinnedPackage | undefined> {
+  let best: PinnedPackage | undefined;
+  for (const index of indexes) {
+    for (const entry of index.packages.get(name) ?? []) {
+      if (!best || (await versionGreater(entry.version, best.version))) {
+        const { version, architecture, filename, sha256, size } = entry;
+        best = { version, architecture, filename, sha256, size, archive: index.archive.name, suite: index.suite };
+      }
+    }
+  }
+  return best;
+}
+
+export interface Moved {
+  name: string;
+  from?: string;
+  to?: string;
+  suite?: string;
+}
+
+/** What differs between two pin sets, by name (versions and files: a rebuilt file with the same version counts). */
+export function movedPackages(before: Record<string, { version: string; sha256?: string }>, after: Record<string, PinnedPackage>): Moved[] {
+  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  return names
+    .filter((n) => before[n]?.version !== after[n]?.version || (before[n]?.sha256 !== undefined && before[n]?.sha256 !== after[n]?.sha256))
+    .map((name) => ({ name, from: before[name]?.version, to: after[name]?.version, suite: after[name]?.suite }));
+}
+
+export function describeMoved(moved: Moved[]): string[] {
+  return moved.map((m) => `${m.name}: ${m.from ?? "(new)"} -> ${m.to ?? "(removed)"}${m.to && m.suite ? ` (${m.suite})` : ""}`);
+}
