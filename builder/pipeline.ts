@@ -16,7 +16,7 @@ import { imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
 import { SEEDED_JSON } from "./stages/registry.js";
-import { PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
+import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -71,6 +71,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     ...definition.overlays.map((dir) => ({ dir: resolve(dirname(request.definitionPath), dir), target: "" })),
   ];
 
+  assertLockFits(definition, lock.debian);
   // Every pinned .deb, by its record, before any stage: a missing file fails here, naming each one.
   const debianFiles = await ensureLockedDebs(lock, { snapshot: request.snapshot });
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);

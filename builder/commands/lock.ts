@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
 import { CHECK_EXIT, checkLock, describeAge, exitStatus } from "../debian/check.js";
-import { ensureDebs } from "../debian/fetch.js";
+import { ensureLockedDebs } from "../debian/fetch.js";
 import { readIndexes } from "../debian/index.js";
 import { describeMoved, movedPackages, newestPin, type Moved } from "../debian/pins.js";
 import { readArchives, resolveImageSets, resolveRootfs, sourcesFor } from "../debian/resolve.js";
@@ -92,12 +92,13 @@ async function resolveAll(definition: ApplianceDefinition, lockPath: string, opt
   printImageMoves({ ...before, images: oldImages }, images);
   const imagesMoved = ["base", "toolchain"].some((set) => movedPackages(previous?.lock?.images?.debian[set as "base"].packages ?? {}, images.debian[set as "base"].packages).length > 0);
   lock = { ...lock, images };
-  await saveLock(lockPath, lock);
-  console.log(`${lockPath}: written (index dates: ${Object.entries(debian.indexes).map(([s, d]) => `${s} ${d}`).join("; ")})`);
+  // The images first: if they fail to build, neither the lock nor the lists change (the resolutions stay cached).
   if (imagesMoved) {
     log("lock", "the images' packages moved: rebuilding the images to pin their digests");
     await recordImageDigests(definition, lock, lockPath);
   }
+  await saveLock(lockPath, lock);
+  console.log(`${lockPath}: written (index dates: ${Object.entries(debian.indexes).map(([s, d]) => `${s} ${d}`).join("; ")})`);
 }
 
 /** A v1 lock's versions, shaped like pins for the old -> new listing. */
@@ -132,7 +133,7 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   }
   for (const m of moved) console.log(`${m.set}: ${describeMoved([m])[0]}`);
   // Prove the changed sets still install together before writing anything.
-  await ensureDebs(moved.map((m) => [m.name, target[m.set as "rootfs"]![m.name]!] as [string, PinnedPackage]), updated.debian);
+  await ensureLockedDebs(updated);
   const changedSets = new Set(moved.map((m) => m.set));
   try {
     if (changedSets.has("rootfs")) await runStage(rootfsStage, { definition, lock: updated.debian }, stagesDir());
@@ -142,12 +143,12 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
       "run 'icn-bootstrap lock' to re-resolve the whole set, which takes the dependencies along",
     );
   }
-  await saveLock(lockPath, updated);
-  console.log(`${lockPath}: ${moved.length} pin${moved.length === 1 ? "" : "s"} changed`);
   if (changedSets.has("base") || changedSets.has("toolchain")) {
     log("lock", "the images' packages moved: rebuilding the images to pin their digests");
     await recordImageDigests(definition, updated, lockPath);
   }
+  await saveLock(lockPath, updated);
+  console.log(`${lockPath}: ${moved.length} pin${moved.length === 1 ? "" : "s"} changed`);
 }
 
 async function checkCommand(lockPath: string): Promise<number> {

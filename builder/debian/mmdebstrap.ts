@@ -45,7 +45,7 @@ export async function mmdebstrap(exec: StageRun["exec"], run: MmdebstrapRun, cho
     return;
   }
   const include = Object.entries(choice.pinned).map(([name, pin]) => `${name}=${pin.version}`);
-  await withLocalRepo(choice.pinned, (line) => exec("mmdebstrap", args(include, [line]), { env: run.env }));
+  await withLocalRepo(run.sources.suite, choice.pinned, (line) => exec("mmdebstrap", args(include, [line]), { env: run.env }));
 }
 
 /** This module's path: stages that install through it hash it into their cache key. */

@@ -68,13 +68,7 @@ export const rootfsStage: Stage<RootfsDeps> = {
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
   inputs: ({ definition, lock, resolve }) => {
     const requested = requestedPackages(definition);
-    if (definition.debian.suite !== lock.suite) {
-      throw new UserError(
-        `the definition asks for Debian '${definition.debian.suite}' but the lock file pins '${lock.suite}'`,
-        "run 'icn-bootstrap lock' to re-pin for the definition's suite",
-      );
-    }
-    if (!resolve) assertLockCovers(requested, lock);
+    if (!resolve) assertLockFits(definition, lock);
     const { suite, components, archives } = lock;
     return { suite, components, archives, requested, pinned: resolve ? { newestAt: resolve } : fileDigests(lock.packages) };
   },
@@ -99,6 +93,17 @@ export const rootfsStage: Stage<RootfsDeps> = {
 /** name -> sha256 of the pinned files: what a pinned install depends on. */
 export function fileDigests(packages: Record<string, PinnedPackage>): Record<string, string> {
   return Object.fromEntries(Object.entries(packages).map(([name, pin]) => [name, pin.sha256]));
+}
+
+/** The definition's suite and packages are what the lock pins (checked before anything is fetched or built). */
+export function assertLockFits(definition: ApplianceDefinition, lock: DebianLock): void {
+  if (definition.debian.suite !== lock.suite) {
+    throw new UserError(
+      `the definition asks for Debian '${definition.debian.suite}' but the lock file pins '${lock.suite}'`,
+      "run 'icn-bootstrap lock' to re-pin for the definition's suite",
+    );
+  }
+  assertLockCovers(requestedPackages(definition), lock);
 }
 
 function assertLockCovers(requested: string[], lock: DebianLock): void {

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { beforeAll, describe, expect, it } from "vitest";
+import { debianSets, loadLock } from "../../builder/lockfile.js";
 import { REPO, runCli, spawnCli, type CliResult } from "../helpers/cli.js";
 import { writeDefinition } from "../helpers/definition.js";
 import { debugfs, partitionAddress, partitions, statInFs } from "../helpers/image.js";
@@ -110,9 +111,15 @@ describe("icn-bootstrap build with the default definition", () => {
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
     expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "images", "registry", "overlays", "disk", "image", "qcow2"]);
-    const lock = await readFile(join(REPO, "appliance.lock.yaml"), "utf8");
+    const lock = await loadLock(join(REPO, "appliance.lock.yaml"));
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
-    expect(lock).toContain(`systemd: ${systemd.version}`);
+    expect(systemd.version).toBe(lock.debian.packages.systemd!.version);
+    // Every pinned file of the lock, once, with where this build took it from.
+    const pinned = new Set(debianSets(lock).flatMap((set) => Object.values(set.packages).map((pin) => pin.sha256)));
+    expect(new Set(report.sbom.debianFiles.map((f: { sha256: string }) => f.sha256))).toEqual(pinned);
+    for (const file of report.sbom.debianFiles) expect(["cache", "pool", "snapshot"]).toContain(file.from);
+    const systemdFile = report.sbom.debianFiles.find((f: { name: string; sha256: string }) => f.sha256 === lock.debian.packages.systemd!.sha256);
+    expect(systemdFile.url).toMatch(new RegExp(`/${lock.debian.packages.systemd!.filename.replace(/[.+]/g, "\\$&")}$`));
     expect(report.images.usb.sha256).toBe(await sha256(img));
   });
 });
