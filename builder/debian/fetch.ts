@@ -2,7 +2,8 @@
  * Brings every pinned .deb into the content-addressed cache, by its record alone:
  * 1. the cache (a second build downloads nothing, and works with the network off);
  * 2. the pool path on the archive that listed it (files stay there a while after the
- *    index moves on);
+ *    index moves on), and for a security update also the main archive's pool, where the
+ *    next point release puts the same file;
  * 3. a snapshot archive at the recorded index date (keeps every file ever published).
  * Every file is checked against the recorded sha256 before it enters the cache. A
  * package that none of these can give fails the build before any stage runs, naming
@@ -42,6 +43,11 @@ export function locationsOf(pin: PinnedPackage, sources: Pick<DebianSources, "ar
   const archive = sources.archives.find((a) => a.name === pin.archive);
   const places: Location[] = [];
   if (archive) places.push({ source: "pool", url: `${archive.url.replace(/\/$/, "")}/${pin.filename}` });
+  // A point release copies security updates, byte for byte, from the security pool (pool/updates/main/...)
+  // into the main archive's pool (pool/main/...), where they outlive their removal from the security archive.
+  if (pin.filename.startsWith("pool/updates/")) {
+    for (const other of sources.archives.filter((a) => a !== archive)) places.push({ source: "pool", url: `${other.url.replace(/\/$/, "")}/${pin.filename.replace(/^pool\/updates\//, "pool/")}` });
+  }
   const date = pin.date ?? sources.indexes[pin.suite];
   if (sources.snapshot && archive && date) places.push({ source: "snapshot", url: `${sources.snapshot.replace(/\/$/, "")}/${archive.snapshotName}/${snapshotTimestamp(date)}/${pin.filename}` });
   return places;

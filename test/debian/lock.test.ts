@@ -218,6 +218,17 @@ describe("Debian packages pinned as files", () => {
     expect(installed["icn-hello"]).toBe("1.0-3");
   });
 
+  it("takes a security update that left the security pool from the main pool, where a point release copies it", async () => {
+    const securityPin = (await newestPin(await readIndexes(sources.archives, sources), "icn-hello"))!;
+    const securityFile = join(security.root, securityPin.filename);
+    const mainCopy = join(mirror.root, "pool/main/i/icn-hello/icn-hello_1.0-3_all.deb");
+    await copyFile(securityFile, mainCopy);
+    await rm(securityFile);
+    await clearCache();
+    const [origin] = await ensureDebs({ "icn-hello": securityPin }, sources, { store });
+    expect(origin).toMatchObject({ from: "pool", url: `${mirror.url}/pool/main/i/icn-hello/icn-hello_1.0-3_all.deb`, sha256: securityPin.sha256 });
+  });
+
   it("builds a second time from the cache alone, with the archives stopped", async () => {
     await copyFile(join(work, "hello-1.0-1.deb"), join(mirror.root, mirror.poolPath(HELLO_1))); // the pinned file back, to fill the cache once
     await clearCache();
