@@ -44,7 +44,7 @@ and commit it. A build fails when a built image's digest differs from its pin.
       const previous = await loadPreviousLock(lockPath);
       const resolution = await readArchives(sourcesFor(definition, previous, {}));
       const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
-      printImageMoves(lock, images);
+      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {} }, images);
       lock = { ...lock, images };
       await saveLock(lockPath, lock);
     }
@@ -53,12 +53,18 @@ and commit it. A build fails when a built image's digest differs from its pin.
   },
 };
 
-export function printImageMoves(before: LockFile, images: NonNullable<LockFile["images"]>): void {
+export type PinnedBefore = Record<string, { version: string; sha256?: string }>;
+
+/** Prints what moved in the images' sets (old -> new); true when anything did. */
+export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore }, images: NonNullable<LockFile["images"]>): boolean {
+  let any = false;
   for (const set of ["base", "toolchain"] as const) {
-    const moved = movedPackages(before.images?.debian[set].packages ?? {}, images.debian[set].packages);
+    const moved = movedPackages(before[set], images.debian[set].packages);
     console.log(`images.debian.${set}: ${Object.keys(images.debian[set].packages).length} packages pinned, ${moved.length} moved`);
     for (const line of describeMoved(moved)) console.log(`  ${line}`);
+    any ||= moved.length > 0;
   }
+  return any;
 }
 
 /** Builds every listed image from the pinned packages and writes the digests into registry-seed/. */

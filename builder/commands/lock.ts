@@ -84,13 +84,18 @@ async function resolveAll(definition: ApplianceDefinition, lockPath: string, opt
   const debian = await resolveRootfs(definition, resolution, stagesDir());
   let lock: LockFile = { version: LOCK_VERSION, debian, artifacts: previous?.artifacts ?? {} };
   const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
-  const before: LockFile = previous?.lock ?? { ...lock, debian: { ...debian, packages: {} } };
-  const rootfsMoved = movedPackages(previous?.lock?.debian.packages ?? versionRecords(previous?.versions.rootfs), debian.packages);
+  // What was pinned before: files (this format) or versions only (the old one), for the old -> new listing.
+  const pinned = previous?.lock;
+  const rootfsMoved = movedPackages(pinned?.debian.packages ?? versionRecords(previous?.versions.rootfs), debian.packages);
   console.log(`${lockPath}: root filesystem: ${Object.keys(debian.packages).length} packages pinned, ${rootfsMoved.length} moved`);
   for (const line of describeMoved(rootfsMoved)) console.log(`  ${line}`);
-  const oldImages = previous?.lock?.images ?? { debian: { base: { requested: [], packages: versionRecords(previous?.versions.base) as never }, toolchain: { requested: [], packages: versionRecords(previous?.versions.toolchain) as never } } };
-  printImageMoves({ ...before, images: oldImages }, images);
-  const imagesMoved = ["base", "toolchain"].some((set) => movedPackages(previous?.lock?.images?.debian[set as "base"].packages ?? {}, images.debian[set as "base"].packages).length > 0);
+  const imagesMoved = printImageMoves(
+    {
+      base: pinned?.images?.debian.base.packages ?? versionRecords(previous?.versions.base),
+      toolchain: pinned?.images?.debian.toolchain.packages ?? versionRecords(previous?.versions.toolchain),
+    },
+    images,
+  );
   lock = { ...lock, images };
   // The images first: if they fail to build, neither the lock nor the lists change (the resolutions stay cached).
   if (imagesMoved) {
