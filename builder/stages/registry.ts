@@ -10,7 +10,8 @@
  * digest) and checking each tag resolves to the pinned digest.
  */
 import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { SEEDED_TAGS_CONF, seededTagRules } from "../registry/seeded-tags.js";
+import { dirname, join } from "node:path";
 import { UserError } from "../errors.js";
 import { findTool } from "../host-tools.js";
 import { startRegistry, type RegistryServer } from "../registry/server.js";
@@ -47,7 +48,7 @@ export interface SeedStats {
 
 export const registryStage: Stage<RegistryDeps> = {
   name: "registry",
-  sources: [import.meta.filename, join(import.meta.dirname, "../registry/server.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../registry/server.ts"), join(import.meta.dirname, "../registry/seeded-tags.ts")],
   inputs: ({ images }) => ({ images: images.key }),
   async build(run, { images }) {
     const built: BuiltImage[] = JSON.parse(await readFile(join(images.dir, IMAGES_JSON), "utf8"));
@@ -108,6 +109,9 @@ export const registryStage: Stage<RegistryDeps> = {
       builderMaxRssKiB: Math.round(process.resourceUsage().maxRSS),
     };
     await writeFile(join(run.out, SEEDED_JSON), JSON.stringify({ images: built.map(({ layers: _l, ...b }) => b), stats }, null, 2));
+    const rules = join(run.out, "tree", SEEDED_TAGS_CONF);
+    await mkdir(dirname(rules), { recursive: true });
+    await writeFile(rules, seededTagRules(built));
     run.log(`${built.length} images, ${blobs.size} blobs, ${(stats.storageBytes / 1024 / 1024).toFixed(1)} MiB stored (${(stats.storageBytes / Math.max(1, stats.uniqueBlobBytes)).toFixed(3)}x the unique blobs); tree ${(await treeBytes(storage)) >> 20} MiB allocated`);
   },
 };

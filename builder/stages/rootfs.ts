@@ -51,6 +51,8 @@ const CUSTOMIZE = [
   ': > "$1"/etc/machine-id',
   'rm -f "$1"/var/lib/dbus/machine-id "$1"/etc/hostname "$1"/etc/resolv.conf',
   'rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/log/*.log',
+  // Debian's nginx enables a welcome page on port 80: the appliance serves only what it must.
+  'rm -f "$1"/etc/nginx/sites-enabled/default',
 ].join(" && ");
 
 /** Documentation is dropped to keep the image small; copyright files stay. */

@@ -6,6 +6,7 @@
  * inventory and create the install Job. A second boot does not initialise the cluster
  * again, and a power cut during kubeadm init is recovered at the next boot.
  */
+import { X509Certificate } from "node:crypto";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -83,6 +84,20 @@ describe("the appliance", () => {
     const nodes = await c.core.listNode();
     expect(nodes.items).toHaveLength(1);
     expect(nodes.items[0]!.status?.conditions?.find((x) => x.type === "Ready")?.status).toBe("True");
+
+    // The registry's push credentials and CA, made on this machine, for the admin and the BPA.
+    const push = await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-registry-push" });
+    expect(push.type).toBe("kubernetes.io/basic-auth");
+    expect(Buffer.from(push.data!.username!, "base64").toString()).toBe("icn-push");
+    expect(Buffer.from(push.data!.password!, "base64").toString()).toBe((await ssh(sshPort, "cat /etc/icn-bootstrap/pki/registry-push.password")).stdout.trim());
+    const ca = await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "icn-registry-ca" });
+    const caFingerprint = new X509Certificate(ca.data!["ca.crt"]!).fingerprint256.replace(/:/g, "").toLowerCase();
+    expect(vm.readyLine).toContain(`registry_ca=sha256:${caFingerprint}`);
+    // kubeadm's images came through the TLS registry (nginx's log), not around it.
+    expect(Number((await ssh(sshPort, "grep -c 'GET /v2/kube-apiserver/manifests/' /var/log/nginx/access.log")).stdout.trim())).toBeGreaterThan(0);
+    const listeners = (await ssh(sshPort, "ss -Htlnup | awk '{print $1, $5, $7}'")).stdout.trim();
+    console.log(`listeners of the booted appliance:\n  ${listeners.split("\n").join("\n  ")}`);
+    expect(listeners).not.toMatch(/:80 /);
 
     // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small.
     const namespace = "default";

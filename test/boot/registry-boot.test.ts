@@ -1,104 +1,193 @@
 /**
- * The booted appliance serves its local registry (port 5000) and file server (port 8080):
- * the qcow2 is booted in QEMU with both ports forwarded to loopback; once the ready
- * marker is on the console, the test reads the registry's catalog and a pinned manifest
- * by digest, pushes a blob (the registry accepts uploads), and fetches kubeadm's .sha256
- * from files_repo. QEMU is then stopped by its pid.
+ * The booted appliance's registry, as an outsider on the site network and as the admin
+ * see it: the lean qcow2 (no Kubernetes: fast boots) with one NIC, its ports 5000 (the
+ * registry), 8080 (the file server) and 22 forwarded to loopback. Anonymous pulls over
+ * TLS verified with the CA the appliance made and published; anonymous and wrongly
+ * authenticated pushes refused with nothing written; the admin's credentials (read over
+ * SSH) push a new repository and a new tag, but not over a tag the appliance shipped;
+ * plain HTTP refused; only the site-facing ports on the network. A second boot of the
+ * same image makes another CA and other credentials.
  */
-import { createHash } from "node:crypto";
-import { readdir, readFile, rm, mkdtemp } from "node:fs/promises";
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { execa } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bootImage, READY_MARKER } from "../../builder/boot/qemu.js";
+import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 
-const ACCEPT = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+const BOOT_TIMEOUT_S = 15 * 60;
 let out: string;
+let keyDir: string;
 let build: CliResult;
+
+interface Appliance {
+  vm: BootResult;
+  registry: string;
+  files: string;
+  ssh: (command: string) => Promise<string>;
+}
+
+async function bootAppliance(): Promise<Appliance> {
+  const [registryPort, filesPort, sshPort] = [await freePort(), await freePort(), await freePort()];
+  const vm = await bootImage({
+    image: join(out, "icn-bootstrap.qcow2"),
+    firmware: "bios",
+    timeoutSeconds: BOOT_TIMEOUT_S,
+    keepRunning: true,
+    hostForwards: [`tcp:127.0.0.1:${registryPort}-:5000`, `tcp:127.0.0.1:${filesPort}-:8080`, `tcp:127.0.0.1:${sshPort}-:22`],
+  });
+  const ssh = async (command: string) => {
+    const result = await execa("ssh", ["-i", join(keyDir, "id"), "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
+    return String(result.stdout);
+  };
+  return { vm, registry: `127.0.0.1:${registryPort}`, files: `http://127.0.0.1:${filesPort}`, ssh };
+}
+
+/** skopeo as a client on the site network would run it; the result says what happened, it does not throw. */
+async function skopeo(args: string[]) {
+  const result = await execa("skopeo", args, { reject: false, all: true, timeout: 300_000 });
+  return { ok: result.exitCode === 0, output: String(result.all ?? "") };
+}
+
+function fingerprint(pem: string): string {
+  return `sha256:${new X509Certificate(pem).fingerprint256.replace(/:/g, "").toLowerCase()}`;
+}
 
 beforeAll(async () => {
   out = await mkdtemp(join(tmpdir(), "icn-regboot-"));
-  // The registry and file server do not need the Kubernetes cluster: the lean appliance boots fast.
-  build = await runCli(["build", "--definition", await writeDefinition(withoutKubernetes), "--format", "qcow2", "--out", out]);
+  keyDir = await mkdtemp(join(tmpdir(), "icn-regboot-key-"));
+  await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(keyDir, "id")]);
+  const publicKey = (await readFile(join(keyDir, "id.pub"), "utf8")).trim();
+  const definition = await writeDefinition((d) => {
+    withoutKubernetes(d);
+    d.access = { sshAuthorizedKeys: [publicKey] };
+  });
+  build = await runCli(["build", "--definition", definition, "--format", "qcow2", "--out", out]);
 }, 60 * 60_000);
 
 afterAll(async () => {
   await rm(out, { recursive: true, force: true });
+  await rm(keyDir, { recursive: true, force: true });
 });
 
-async function killQemuListeningOn(port: number): Promise<void> {
-  for (const pid of await readdir("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-    if (cmdline.startsWith("qemu-system-x86_64") && cmdline.includes(`hostfwd=tcp:127.0.0.1:${port}-:5000`)) process.kill(Number(pid), "SIGTERM");
-  }
-}
+describe("the booted appliance's registry", () => {
+  let first: Appliance;
+  let certs: string;
+  let password: string;
+  const seed = () => yaml.load(readFileSync(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
+  const pinned = (ref: string) => seed().images.find((i) => i.ref === ref)!.digest!;
 
-async function poll<T>(what: string, fn: () => Promise<T>, seconds: number): Promise<T> {
-  const deadline = Date.now() + seconds * 1000;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      return await fn();
-    } catch (error) {
-      last = error;
-      await new Promise((r) => setTimeout(r, 2000));
-    }
-  }
-  throw new Error(`${what}: ${String(last)}`);
-}
-
-describe("the booted appliance", () => {
-  it("serves the seeded registry on port 5000 (and takes pushes) and the files on port 8080", { timeout: 20 * 60_000 }, async () => {
+  beforeAll(async () => {
     expect(build.exitCode, build.all).toBe(0);
-    const registryPort = await freePort();
-    const filesPort = await freePort();
-    const seed = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string; requires?: string }[] };
-    const pause = seed.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.2")!;
-    const checks: { catalog?: string[]; pauseDigest?: string; pushed?: number; kubeadmSha?: string; error?: string } = {};
-    let checking: Promise<void> | undefined;
-    const result = await bootImage({
-      image: join(out, "icn-bootstrap.qcow2"),
-      firmware: "bios",
-      timeoutSeconds: 15 * 60,
-      hostForwards: [`tcp:127.0.0.1:${registryPort}-:5000`, `tcp:127.0.0.1:${filesPort}-:8080`],
-      readyPattern: /^$ICN-NEVER/,
-      onLine: (line) => {
-        if (checking || !READY_MARKER.test(line)) return;
-        checking = (async () => {
-          try {
-            const base = `http://127.0.0.1:${registryPort}`;
-            checks.catalog = await poll("registry catalog", async () => ((await (await fetch(`${base}/v2/_catalog`)).json()) as { repositories: string[] }).repositories, 120);
-            const manifest = await fetch(`${base}/v2/pause/manifests/3.10.2`, { headers: { Accept: ACCEPT } });
-            checks.pauseDigest = `sha256:${createHash("sha256").update(Buffer.from(await manifest.arrayBuffer())).digest("hex")}`;
-            const blob = Buffer.from("pushed after boot\n");
-            const digest = `sha256:${createHash("sha256").update(blob).digest("hex")}`;
-            const start = await fetch(`${base}/v2/icn/uploads/blobs/uploads/`, { method: "POST" });
-            const location = new URL(start.headers.get("location")!, base);
-            location.searchParams.set("digest", digest);
-            checks.pushed = (await fetch(location, { method: "PUT", body: blob, headers: { "Content-Type": "application/octet-stream" } })).status;
-            checks.kubeadmSha = (await poll("file server", async () => {
-              const r = await fetch(`http://127.0.0.1:${filesPort}/kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubeadm.sha256`);
-              if (!r.ok) throw new Error(`HTTP ${r.status}`);
-              return r.text();
-            }, 60)).trim();
-          } catch (error) {
-            checks.error = String(error);
-          } finally {
-            await killQemuListeningOn(registryPort);
-          }
-        })();
-      },
-    });
-    await checking;
-    expect(checks.error, result.lastLines.join("\n")).toBeUndefined();
-    expect(checks.catalog).toEqual(expect.arrayContaining(["kube-apiserver", "pause", "etcd", "coredns/coredns", "icn/bpa"]));
-    expect(checks.pauseDigest).toBe(pause.digest);
-    expect(checks.pushed).toBe(201);
-    expect(checks.kubeadmSha).toMatch(/^[0-9a-f]{64}$/);
+    first = await bootAppliance();
+    expect(first.vm.ready, first.vm.lastLines.join("\n")).toBe(true);
+    certs = await mkdtemp(join(tmpdir(), "icn-regboot-ca-"));
+  }, BOOT_TIMEOUT_S * 1000 + 60_000);
+
+  afterAll(async () => {
+    await first?.vm.stop?.();
+    if (certs) await rm(certs, { recursive: true, force: true });
+  });
+
+  it("publishes the CA it made on the file server, with the fingerprint the console shows", async () => {
+    const response = await fetch(`${first.files}/icn-registry-ca.crt`);
+    expect(response.status).toBe(200);
+    const pem = await response.text();
+    const ca = new X509Certificate(pem);
+    expect(ca.ca).toBe(true);
+    expect(ca.subject).toMatch(/ICN bootstrap registry CA/);
+    expect(first.vm.readyLine).toContain(`registry_ca=${fingerprint(pem)}`);
+    await writeFile(join(certs, "ca.crt"), pem);
+  });
+
+  it("serves anonymous pulls over TLS that verify with that CA, and nothing without it", async () => {
+    const inspect = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
+    expect(inspect.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
+    const untrusted = await skopeo(["inspect", "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
+    expect(untrusted.ok).toBe(false);
+    expect(untrusted.output).toMatch(/x509: certificate signed by unknown authority/);
+  });
+
+  it("refuses plain HTTP on the registry port", async () => {
+    const response = await fetch(`http://${first.registry}/v2/_catalog`);
+    expect(response.status).toBe(400);
+    expect(await response.text()).toMatch(/plain HTTP request was sent to HTTPS port/);
+  });
+
+  it("refuses anonymous pushes and wrong credentials (401), writing nothing", async () => {
+    const anonymous = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/intruder/etcd:1`]);
+    expect(anonymous.ok).toBe(false);
+    expect(anonymous.output).toMatch(/unauthorized|authentication required/);
+    const wrong = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", "icn-push:not-the-password", `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/pause:3.10.2`]);
+    expect(wrong.ok).toBe(false);
+    expect(wrong.output).toMatch(/unauthorized|authentication required/);
+    const intruder = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/intruder/etcd:1`]);
+    expect(intruder.ok).toBe(false);
+    expect((await first.ssh("ls /var/lib/docker-registry/docker/registry/v2/repositories/")).split(/\s+/)).not.toContain("intruder");
+    expect((await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`])).output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
+  });
+
+  it("takes authenticated pushes of a new repository and a new tag, and they are pullable", async () => {
+    password = (await first.ssh("cat /etc/icn-bootstrap/pki/registry-push.password")).trim();
+    expect(password).toMatch(/^[0-9a-f]{48}$/);
+    const creds = `icn-push:${password}`;
+    const repo = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/site/etcd:mine`]);
+    expect(repo.ok, repo.output).toBe(true);
+    const tag = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/pause:site-tag`]);
+    expect(tag.ok, tag.output).toBe(true);
+    for (const ref of ["site/etcd:mine", "pause:site-tag"]) {
+      const pulled = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/${ref}`]);
+      expect(pulled.output.trim(), ref).toBe(pinned("registry.k8s.io/etcd:3.7.0-0"));
+    }
+  });
+
+  it("refuses, even with credentials, a push that would change a tag the appliance shipped (403 naming it and its digest)", async () => {
+    const swap = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", `icn-push:${password}`, `docker://${first.registry}/coredns/coredns:v1.14.6`, `docker://${first.registry}/pause:3.10.2`]);
+    expect(swap.ok).toBe(false);
+    expect(swap.output).toContain(`denied: pause:3.10.2 is shipped with this appliance at ${pinned("registry.k8s.io/pause:3.10.2")}`);
+    const after = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
+    expect(after.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
+    // The refused manifest leaves no unfinished upload behind (the blobs it needed were all there).
+    expect((await first.ssh("find /var/lib/docker-registry -path '*/_uploads/*' | wc -l")).trim()).toBe("0");
+  });
+
+  it("still serves the files on port 8080, read-only", async () => {
+    const sha = await fetch(`${first.files}/kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubeadm.sha256`);
+    expect(sha.status).toBe(200);
+    expect((await sha.text()).trim()).toMatch(/^[0-9a-f]{64}$/);
+    expect((await fetch(`${first.files}/kubespray/x`, { method: "PUT", body: "x" })).status).toBeGreaterThanOrEqual(400);
+  });
+
+  it("listens on the site network only where it must: SSH, the registry (TLS) and the file server", async () => {
+    const listeners = (await first.ssh("ss -Htlnu | awk '{print $1, $5}'")).trim().split("\n");
+    const exposed = listeners.filter((l) => !/ (127\.\d+\.\d+\.\d+|\[::1\]|\[::ffff:127\.\d+\.\d+\.\d+\]):\d+$/.test(l) && !/ 127\.0\.0\.5[34]:53$/.test(l));
+    const ports = [...new Set(exposed.map((l) => `${l.split(" ")[0]}/${l.split(":").pop()}`))].sort();
+    expect(ports, listeners.join("\n")).toEqual(["tcp/22", "tcp/5000", "tcp/8080"]);
+    expect(await first.ssh("test -S /run/docker-registry/registry.sock && stat -c '%a %U:%G' /run/docker-registry/registry.sock")).toMatch(/^660 docker-registry:www-data/);
+  });
+
+  it("makes another CA and other push credentials when the same image boots on another machine", { timeout: BOOT_TIMEOUT_S * 1000 + 60_000 }, async () => {
+    const firstCa = await readFile(join(certs, "ca.crt"), "utf8");
+    await first.vm.stop?.();
+    const second = await bootAppliance();
+    try {
+      expect(second.vm.ready, second.vm.lastLines.join("\n")).toBe(true);
+      const secondCa = await (await fetch(`${second.files}/icn-registry-ca.crt`)).text();
+      expect(fingerprint(secondCa)).not.toBe(fingerprint(firstCa));
+      const secondPassword = (await second.ssh("cat /etc/icn-bootstrap/pki/registry-push.password")).trim();
+      expect(secondPassword).toMatch(/^[0-9a-f]{48}$/);
+      expect(secondPassword).not.toBe(password);
+      // The first machine's CA does not vouch for the second one.
+      const crossed = await skopeo(["inspect", "--cert-dir", certs, `docker://${second.registry}/pause:3.10.2`]);
+      expect(crossed.ok).toBe(false);
+    } finally {
+      await second.vm.stop?.();
+    }
   });
 });

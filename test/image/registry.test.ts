@@ -10,6 +10,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSeedLists, selectImages, type SelectedImage } from "../../builder/images/seed.js";
 import { startRegistry, type RegistryServer } from "../../builder/registry/server.js";
@@ -119,11 +120,32 @@ describe("the appliance's registry, file server and containerd configuration", (
     for (const unit of ["docker-registry.service", "nginx.service", "containerd.service"]) {
       expect(await statInFs(root, `/etc/systemd/system/multi-user.target.wants/${unit}`), unit).toBeDefined();
     }
-    expect(await debugfs(root, "cat /etc/docker/registry/config.yml")).toMatch(/addr: :5000/);
+    // The registry itself has no TCP port: a unix socket behind nginx's TLS on 5000.
+    const config = await debugfs(root, "cat /etc/docker/registry/config.yml");
+    expect(config).toMatch(/net: unix\n\s+addr: \/run\/docker-registry\/registry\.sock/);
+    expect(config).not.toMatch(/addr: :?\d+/);
     expect(await debugfs(root, "cat /etc/systemd/system/docker-registry.service.d/icn-bootstrap.conf")).toMatch(/chown -R docker-registry:docker-registry \/var\/lib\/docker-registry/);
+    expect(await debugfs(root, "cat /etc/nginx/conf.d/icn-bootstrap-registry.conf")).toMatch(/listen 5000 ssl;/);
+    expect(await statInFs(root, "/etc/nginx/sites-enabled/default")).toBeUndefined();
     for (const registryHost of ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "bootstrap.icn:5000"]) {
-      expect(await debugfs(root, `cat "/etc/containerd/certs.d/${registryHost}/hosts.toml"`), registryHost).toMatch(/\[host\."http:\/\/127\.0\.0\.1:5000"\]/);
+      const hosts = await debugfs(root, `cat "/etc/containerd/certs.d/${registryHost}/hosts.toml"`);
+      expect(hosts, registryHost).toMatch(/\[host\."https:\/\/127\.0\.0\.1:5000"\]\n\s+capabilities = \["pull", "resolve"\]\n\s+ca = "\/etc\/icn-bootstrap\/pki\/registry-ca\.crt"/);
     }
+  });
+
+  it("ships no registry key, certificate or password: first boot makes them", async () => {
+    for (const path of ["/etc/icn-bootstrap/pki", "/etc/nginx/icn-registry.htpasswd", "/srv/icn-bootstrap/files/icn-registry-ca.crt"]) {
+      expect(await statInFs(root, path), path).toBeUndefined();
+    }
+    expect(await statInFs(root, "/etc/systemd/system/multi-user.target.wants/icn-registry-pki.service")).toBeDefined();
+  });
+
+  it("makes every seeded tag immutable: one nginx rule per tag, with its pinned digest", async () => {
+    const rules = await debugfs(root, "cat /etc/nginx/icn-registry-seeded.conf");
+    const seed = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
+    const pause = seed.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.2")!;
+    expect(rules).toContain(`"PUT /v2/pause/manifests/3.10.2" "pause:3.10.2 is shipped with this appliance at ${pause.digest}";`);
+    expect(rules).toContain(`"PUT /v2/icn/bpa/manifests/latest"`);
   });
 
   it("serves the offline files at files_repo: kubeadm, kubelet, kubectl for v1.37.1 with their sha256", async () => {
