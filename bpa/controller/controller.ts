@@ -219,7 +219,8 @@ export class Controller {
       try {
         const result = await this.reconciler.reconcile(k);
         this.reconciles += 1;
-        this.queue.forget(k);
+        if (result.retryWithBackoff) this.queue.addRateLimited(k);
+        else this.queue.forget(k);
         if (result.requeueAfterMs) this.queue.addAfter(k, result.requeueAfterMs);
       } catch (error) {
         const delay = this.queue.addRateLimited(k);
