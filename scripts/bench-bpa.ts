@@ -25,6 +25,7 @@ import { Operator } from "../bpa/operator.js";
 import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
 import { bmh } from "../test/fixtures/bpa/hosts.js";
 import { prng } from "../test/fixtures/prng.js";
+import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
 
 const { values } = parseArgs({
   options: {
@@ -146,6 +147,9 @@ async function benchCreateToJob(runs: number) {
       },
       "bench",
     );
+    // The registry's site CA, as the appliance's first boot stores it: installs wait for it.
+    const ca = makeTestCA("bench registry CA");
+    await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: ca.pem } } });
     const operator = new Operator({ kc, config, log: silentLogger });
     await operator.start();
     while (!operator.controller) await new Promise((r) => setTimeout(r, 20));

@@ -35,8 +35,21 @@ const Mirror = z
     host: z.string().regex(/^https?:\/\/\S+$/, "an http(s) URL of a registry"),
     capabilities: z.array(z.enum(["pull", "resolve", "push"])).default(["pull", "resolve"]),
     skip_verify: z.boolean().default(false),
+    /** CA file(s) on the node that verify this mirror (kubespray's hosts.toml.j2 `ca`). */
+    ca: z.union([z.string().min(1), z.array(z.string().min(1))]).optional(),
   })
   .strict();
+/**
+ * An absolute file path on the compute nodes, written into containerd's hosts.toml as a
+ * TOML string: no quotes, backslashes, whitespace or `..` segments.
+ */
+const NodePath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._\/+-]*[A-Za-z0-9._+-]$/, "an absolute file path such as /etc/icn-bootstrap/registry-ca.crt (letters, digits, . _ - + /)")
+  .refine((path) => !path.split("/").some((segment) => segment === "." || segment === ".."), "a path without . or .. segments");
+/** A ConfigMap data key. */
+const ConfigMapKey = z.string().regex(/^[-._a-zA-Z0-9]+$/, "a ConfigMap key such as ca.crt").max(253);
+
 const MirrorEntry = z.object({ prefix: z.string().min(1), mirrors: z.array(Mirror).min(1) }).strict();
 
 /** Registries whose images the appliance's registry holds, mirrored for every node. */
@@ -52,8 +65,27 @@ export const ConfigSchema = z
     registryHost: HostPort,
     /** The appliance's file server root with kubespray's offline files tree. */
     filesRepo: HttpUrl,
-    /** Whether nodes talk to the registry over plain HTTP (the appliance's registry does). */
-    registryInsecure: z.boolean().default(true),
+    /**
+     * Removed (issue 19): the appliance's registry speaks only TLS, verified with the site
+     * CA (registryCA). `false` is accepted for old files; `true` is refused with the fix.
+     */
+    registryInsecure: z
+      .literal(false, {
+        errorMap: () => ({ message: "plain HTTP to the registry is gone: it speaks only TLS with the site CA (see registryCA); delete registryInsecure" }),
+      })
+      .optional(),
+    /**
+     * The site CA that signs the registry's certificate (made at the appliance's first boot):
+     * read from this ConfigMap in the operator's namespace, written to nodePath on every node.
+     */
+    registryCA: z
+      .object({
+        configMap: DnsName.default("icn-registry-ca"),
+        key: ConfigMapKey.default("ca.crt"),
+        nodePath: NodePath.default("/etc/icn-bootstrap/registry-ca.crt"),
+      })
+      .strict()
+      .default({}),
     /** kubespray *_image_repo overrides; each defaults to registryHost. */
     imageRepos: z
       .object({
@@ -152,14 +184,19 @@ export function parseConfig(raw: unknown, source: string): BpaConfig {
     );
   }
   const c = result.data;
-  const scheme = c.registryInsecure ? "http" : "https";
-  const containerdMirrors =
-    c.containerdMirrors ??
-    [...MIRRORED_REGISTRIES, c.registryHost].map((prefix) => ({
-      prefix,
-      mirrors: [{ host: `${scheme}://${c.registryHost}`, capabilities: ["pull", "resolve"] as ("pull" | "resolve" | "push")[], skip_verify: c.registryInsecure }],
-    }));
+  const containerdMirrors = c.containerdMirrors ?? applianceMirrors(c.registryHost, c.registryCA.nodePath);
   return { ...c, agentImage: c.agentImage ?? c.runnerImage, containerdMirrors };
+}
+
+/**
+ * The default containerd_registries_mirrors: every MIRRORED_REGISTRIES entry and the
+ * registry itself go to https://<registryHost>, verified with the site CA at `caPath`.
+ */
+export function applianceMirrors(registryHost: string, caPath: string): z.output<typeof MirrorEntry>[] {
+  return [...MIRRORED_REGISTRIES, registryHost].map((prefix) => ({
+    prefix,
+    mirrors: [{ host: `https://${registryHost}`, capabilities: ["pull", "resolve"], skip_verify: false, ca: caPath }],
+  }));
 }
 
 /**

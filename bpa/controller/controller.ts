@@ -3,7 +3,7 @@
  * Deployments and Pods feed a work queue of Provisioning keys; workers reconcile them,
  * requeueing failures with a per-key exponential backoff.
  */
-import type { KubernetesListObject, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
+import type { KubernetesListObject, V1ConfigMap, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import {
   BMH_PLURAL,
   BPA_GROUP,
@@ -46,6 +46,8 @@ export class Controller {
   private readonly jobs: ResilientInformer<V1Job>;
   private readonly deployments: ResilientInformer<V1Deployment>;
   private readonly pods: ResilientInformer<V1Pod>;
+  /** The registry's site CA ConfigMap: only a trigger (reconciles read it themselves). */
+  private readonly registryCA: ResilientInformer<V1ConfigMap>;
   private readonly reconciler: Reconciler;
   private workers: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -120,6 +122,16 @@ export class Controller {
           : c.core.listPodForAllNamespaces({ labelSelector: owned }),
     });
 
+    const caSelector = `metadata.name=${config.registryCA.configMap}`;
+    this.registryCA = new ResilientInformer<V1ConfigMap>({
+      kc: c.kc,
+      name: "registry-ca",
+      log,
+      path: `/api/v1/namespaces/${config.namespace}/configmaps`,
+      fieldSelector: caSelector,
+      list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector: caSelector }),
+    });
+
     const caches: Caches = {
       provisioning: (namespace, name) => this.provisionings.get(name, namespace),
       hosts: (namespace) => (this.hosts.isSynced() ? this.hosts.list(namespace) : undefined),
@@ -143,6 +155,8 @@ export class Controller {
       this.jobs.on(verb, (j) => this.enqueueOwner(j));
       this.deployments.on(verb, (d) => this.enqueueOwner(d));
       this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
+      // A new or changed CA: waiting Provisionings can install, installed ones get it (new install hash).
+      this.registryCA.on(verb, () => this.enqueueAll());
     }
   }
 
@@ -154,6 +168,10 @@ export class Controller {
     if (this.seen.get(k) === signature) return;
     this.seen.set(k, signature);
     this.queue.add(k);
+  }
+
+  private enqueueAll(): void {
+    for (const p of this.provisionings.list()) this.queue.add(key(p));
   }
 
   /** A host change may matter to every Provisioning that draws from the host's namespace. */
@@ -192,7 +210,7 @@ export class Controller {
   /** Starts the informers, waits for the caches, then the workers. */
   async start(): Promise<void> {
     this.running = true;
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods].map((i) => i.start()));
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA].map((i) => i.start()));
     // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
     await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
     await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
@@ -219,7 +237,8 @@ export class Controller {
       try {
         const result = await this.reconciler.reconcile(k);
         this.reconciles += 1;
-        this.queue.forget(k);
+        if (result.retryWithBackoff) this.queue.addRateLimited(k);
+        else this.queue.forget(k);
         if (result.requeueAfterMs) this.queue.addAfter(k, result.requeueAfterMs);
       } catch (error) {
         const delay = this.queue.addRateLimited(k);
@@ -235,7 +254,7 @@ export class Controller {
     this.running = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods].map((i) => i.stop()));
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA].map((i) => i.stop()));
     await Promise.all(this.workers);
     this.workers = [];
   }

@@ -3,7 +3,7 @@
  * restarts itself after errors with a capped exponential backoff (client-node's stops for
  * good on a list error or a broken watch), and can say whether its first list is in.
  */
-import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from "@kubernetes/client-node";
+import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from "@kubernetes/client-node";
 import { errorMessage } from "./kube.js";
 import type { Logger } from "./log.js";
 
@@ -14,6 +14,8 @@ export interface ResilientInformerOptions<T extends KubernetesObject> {
   /** The list call; it must apply labelSelector itself. */
   list: () => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
+  /** e.g. metadata.name=x: with RBAC resourceNames, the only way to list/watch one object. */
+  fieldSelector?: string;
   name: string;
   log: Logger;
   minBackoffMs?: number;
@@ -48,7 +50,7 @@ export class ResilientInformer<T extends KubernetesObject> {
       this.failures = 0;
       return result;
     };
-    this.informer = makeInformer<T>(options.kc, options.path, list, options.labelSelector);
+    this.informer = new ListWatch<T>(options.path, new Watch(options.kc), list, false, options.labelSelector, options.fieldSelector);
     this.informer.on("error", (err: unknown) => this.onError(err));
   }
 

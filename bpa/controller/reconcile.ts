@@ -1,7 +1,7 @@
 /**
  * One reconcile of one Provisioning: validate the spec, make sure the namespace's SSH key
- * exists, plan (or keep) the host assignment, write the inventory, run or track the
- * install Job, keep the agents, and write status. Everything it decides from is in the API
+ * exists, plan (or keep) the host assignment, read the registry's site CA, write the
+ * inventory, run or track the install Job, keep the agents, and write status. Everything it decides from is in the API
  * (the Provisioning's status, its Jobs), so a restarted operator continues where the last
  * one stopped.
  */
@@ -34,6 +34,8 @@ import {
 import { reconcileAgents } from "./agents.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
 import { jobState, ownedBy } from "./owners.js";
+import { recordEvent } from "./events.js";
+import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
 import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
 import type { Logger } from "./log.js";
@@ -52,6 +54,8 @@ export interface Caches {
 export interface ReconcileResult {
   /** Reconcile again after this many ms (a safety net; events normally trigger it). */
   requeueAfterMs?: number;
+  /** Waiting for something outside the Provisioning: reconcile again after the key's growing backoff. */
+  retryWithBackoff?: boolean;
 }
 
 /** How often an unsatisfiable Provisioning is re-planned without any event. */
@@ -127,9 +131,13 @@ export class Reconciler {
     }
     const hosts = plan.hosts;
 
+    // ---- the registry's site CA: the nodes verify the registry with it
+    const registryCA = await readRegistryCA(this.c, this.config, this.now());
+    if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeyName, registryCA.message);
+
     // ---- inventory
     const retry = p.metadata.annotations?.[ANNOTATION_RETRY] ?? "";
-    const hash = installHash(sh, hosts, retry);
+    const hash = installHash(sh, hosts, retry, registryCA.pem);
     const n = names(p, hash);
     const hostsIni = renderHostsIni(hosts, { provisioning: key, installHash: hash });
     const groupVarsYaml = renderGroupVars(this.config, key);
@@ -161,7 +169,7 @@ export class Reconciler {
       await this.writeStatus(p, p.status!.phase!, base, [assignedCondition, reconciled]);
       return {};
     }
-    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, hostsIni, groupVarsYaml));
+    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem: registryCA.pem }));
     if (!job) {
       for (const old of jobs) {
         if (jobState(old).state === "running") {
@@ -174,12 +182,38 @@ export class Reconciler {
     }
     await this.prune(p, jobs, hash);
     base.podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, n.inventory);
+    await this.reportInstall(p, job, base, [assignedCondition, reconciled]);
+    return {};
+  }
 
+  /**
+   * Without the registry's site CA no node could pull an image: no inventory and no Job.
+   * The Provisioning says why (condition and Event) and is retried with the key's backoff.
+   * An install that already started keeps its phase and Ready: only new installs wait.
+   */
+  private async waitForRegistryCA(p: Provisioning, spec: NormalizedSpec, plan: Plan, sshKeySecret: string, message: string): Promise<ReconcileResult> {
+    await recordEvent(this.c, this.log, p, { type: "Warning", reason: REASON_REGISTRY_CA_MISSING, message }, this.now());
+    const started = ["Installing", "Ready", "Failed"].includes(p.status?.phase ?? "");
+    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
+    const waiting: ConditionInput = { type: CONDITION.inventoryReady, status: "False", reason: REASON_REGISTRY_CA_MISSING, message };
+    await this.writeStatus(p, started ? p.status!.phase! : "Pending", { podAgents, sshKeySecret, assignedHosts: plan.hosts, specHash: plan.specHash }, [
+      ...(started ? [] : [{ ...waiting, type: CONDITION.ready }]),
+      { type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: plan.hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ") },
+      waiting,
+      { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${p.metadata.generation ?? "?"}` },
+    ]);
+    return { retryWithBackoff: true };
+  }
+
+  /** Status from the install Job's state: Installing, Failed (Job failed, or no kubeconfig handed back) or Ready. */
+  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assignedCondition, reconciled]: [ConditionInput, ConditionInput]): Promise<void> {
+    const namespace = p.metadata.namespace!;
+    const n = { installJob: base.installJob!, inventory: base.inventoryConfigMap!, kubeconfig: base.kubeconfigSecret! };
     const inventoryCondition: ConditionInput = {
       type: CONDITION.inventoryReady,
       status: "True",
       reason: "Written",
-      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml)`,
+      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml, registry-ca.crt)`,
     };
     const state = jobState(job);
     if (state.state === "running") {
@@ -191,7 +225,7 @@ export class Reconciler {
         { type: CONDITION.failed, status: "False", reason: "Installing", message: "" },
         reconciled,
       ]);
-      return {};
+      return;
     }
     const logs = this.logsHint(namespace, job);
     if (state.state === "failed") {
@@ -204,7 +238,7 @@ export class Reconciler {
         { type: CONDITION.failed, status: "True", reason: "InstallFailed", message },
         reconciled,
       ]);
-      return {};
+      return;
     }
     // Succeeded: the runner must have handed the kubeconfig back.
     const kubeconfig = await this.readKubeconfig(namespace, n.kubeconfig);
@@ -218,7 +252,7 @@ export class Reconciler {
         { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message },
         reconciled,
       ]);
-      return {};
+      return;
     }
     await this.writeStatus(p, "Ready", base, [
       { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")` },
@@ -228,7 +262,6 @@ export class Reconciler {
       { type: CONDITION.failed, status: "False", reason: "Installed", message: "" },
       reconciled,
     ]);
-    return {};
   }
 
   /**

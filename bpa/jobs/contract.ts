@@ -8,6 +8,8 @@ export const RUNNER_INVENTORY_DIR = "/inventory";
 export const RUNNER_INVENTORY_PATH = `${RUNNER_INVENTORY_DIR}/hosts.ini`;
 /** group_vars beside hosts.ini, so ansible loads it with the inventory. */
 export const RUNNER_GROUP_VARS_PATH = `${RUNNER_INVENTORY_DIR}/group_vars/all/offline.yml`;
+/** The registry's site CA (PEM), mounted beside the inventory; the runner puts it on every node. */
+export const RUNNER_REGISTRY_CA_PATH = `${RUNNER_INVENTORY_DIR}/registry-ca.crt`;
 /** Where the SSH private key is mounted (read-only, mode 0400). */
 export const RUNNER_SSH_DIR = "/ssh";
 export const RUNNER_SSH_KEY_PATH = `${RUNNER_SSH_DIR}/id_ed25519`;
@@ -15,6 +17,7 @@ export const RUNNER_SSH_KEY_PATH = `${RUNNER_SSH_DIR}/id_ed25519`;
 /** Keys of the inventory ConfigMap. */
 export const INVENTORY_KEY_HOSTS = "hosts.ini";
 export const INVENTORY_KEY_GROUP_VARS = "offline.yml";
+export const INVENTORY_KEY_REGISTRY_CA = "registry-ca.crt";
 
 /** Key of the kubeconfig in the `<name>-kubeconfig` Secret the runner writes. */
 export const KUBECONFIG_KEY = "kubeconfig";
@@ -34,4 +37,6 @@ export const RUNNER_ENV = {
   namespace: "BPA_NAMESPACE",
   provisioning: "BPA_PROVISIONING",
   installHash: "BPA_INSTALL_HASH",
+  registryCA: "BPA_REGISTRY_CA", // the mounted CA file (RUNNER_REGISTRY_CA_PATH)
+  registryCANodePath: "BPA_REGISTRY_CA_NODE_PATH", // where the runner writes it on each node
 } as const;

@@ -20,10 +20,12 @@ import type { BpaConfig } from "../config/config.js";
 import {
   INVENTORY_KEY_GROUP_VARS,
   INVENTORY_KEY_HOSTS,
+  INVENTORY_KEY_REGISTRY_CA,
   KUBECONFIG_KEY,
   RUNNER_ENV,
   RUNNER_INVENTORY_DIR,
   RUNNER_INVENTORY_PATH,
+  RUNNER_REGISTRY_CA_PATH,
   RUNNER_SSH_DIR,
   RUNNER_SSH_KEY_PATH,
   SSH_PRIVATE_KEY,
@@ -58,7 +60,14 @@ function meta(p: Provisioning, name: string, component: string, extraLabels: Rec
   };
 }
 
-export function inventoryConfigMap(p: Provisioning, hash: string, hostsIni: string, groupVarsYaml: string): V1ConfigMap {
+/** What the inventory ConfigMap carries: kubespray's inventory and the registry's site CA for the nodes. */
+export interface InventoryFiles {
+  hostsIni: string;
+  groupVarsYaml: string;
+  registryCaPem: string;
+}
+
+export function inventoryConfigMap(p: Provisioning, hash: string, files: InventoryFiles): V1ConfigMap {
   const n = names(p, hash);
   return {
     apiVersion: "v1",
@@ -68,7 +77,11 @@ export function inventoryConfigMap(p: Provisioning, hash: string, hostsIni: stri
       annotations: { [ANNOTATION_INSTALL_HASH]: hash },
     },
     immutable: true,
-    data: { [INVENTORY_KEY_HOSTS]: hostsIni, [INVENTORY_KEY_GROUP_VARS]: groupVarsYaml },
+    data: {
+      [INVENTORY_KEY_HOSTS]: files.hostsIni,
+      [INVENTORY_KEY_GROUP_VARS]: files.groupVarsYaml,
+      [INVENTORY_KEY_REGISTRY_CA]: files.registryCaPem,
+    },
   };
 }
 
@@ -117,6 +130,8 @@ function runnerEnv(p: Provisioning, config: BpaConfig, mode: "install" | "agent"
     { name: RUNNER_ENV.playbook, value: config.playbook },
     { name: RUNNER_ENV.kubeconfigSecret, value: names(p).kubeconfig },
     { name: RUNNER_ENV.kubeconfigKey, value: KUBECONFIG_KEY },
+    { name: RUNNER_ENV.registryCA, value: RUNNER_REGISTRY_CA_PATH },
+    { name: RUNNER_ENV.registryCANodePath, value: config.registryCA.nodePath },
     { name: "ANSIBLE_HOST_KEY_CHECKING", value: "False" },
   ];
   if (hash) env.push({ name: RUNNER_ENV.installHash, value: hash });
@@ -139,6 +154,7 @@ function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { 
         items: [
           { key: INVENTORY_KEY_HOSTS, path: "hosts.ini" },
           { key: INVENTORY_KEY_GROUP_VARS, path: "group_vars/all/offline.yml" },
+          { key: INVENTORY_KEY_REGISTRY_CA, path: INVENTORY_KEY_REGISTRY_CA },
         ],
       },
     });

@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """The kubespray runner's entrypoint: the BPA runner contract (bpa/README.md).
 
-install (the Job): copy the mounted inventory (/inventory: hosts.ini and
-group_vars/all/offline.yml) and the SSH key (/ssh/id_ed25519, read-only 0400) into a
-private work directory, run `ansible-playbook -i hosts.ini $BPA_PLAYBOOK` in the
-kubespray tree with kubeconfig_localhost=true, then take the admin kubeconfig kubespray
+install (the Job): copy the mounted inventory (/inventory: hosts.ini,
+group_vars/all/offline.yml and registry-ca.crt) and the SSH key (/ssh/id_ed25519,
+read-only 0400) into a private work directory; put the registry's site CA
+($BPA_REGISTRY_CA) on every inventory host at $BPA_REGISTRY_CA_NODE_PATH (0644, root), where
+containerd's mirror configuration (offline.yml) expects it; run
+`ansible-playbook -i hosts.ini $BPA_PLAYBOOK` in the kubespray tree with
+kubeconfig_localhost=true, then take the admin kubeconfig kubespray
 fetched (artifacts/admin.conf), point its server at the first control-plane host and
 PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
 $BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
@@ -30,6 +33,7 @@ import urllib.error
 import urllib.request
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_REGISTRY_CA_NODE_PATH = "/etc/icn-bootstrap/registry-ca.crt"
 
 
 def log(message):
@@ -141,6 +145,47 @@ def hand_back(kubeconfig):
     fail(f"could not write the kubeconfig into Secret {namespace}/{secret}")
 
 
+def registry_ca_file(inventory):
+    """The mounted site CA (beside hosts.ini unless BPA_REGISTRY_CA says otherwise); fails when it is absent or not PEM."""
+    path = env("BPA_REGISTRY_CA", os.path.join(os.path.dirname(inventory), "registry-ca.crt"))
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as error:
+        fail(f"the registry's site CA {path} is missing from the mounted inventory ({error.strerror}); "
+             "the BPA writes it as key registry-ca.crt of the inventory ConfigMap (BPA_REGISTRY_CA): "
+             "without it no node can verify the registry, so nothing was run")
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        fail(f"the registry's site CA {path} holds no PEM certificate (BPA_REGISTRY_CA); nothing was run")
+    return path
+
+
+def put_registry_ca_playbook(work, ca_file, node_path):
+    """A two-task playbook (JSON is YAML) that puts the CA on every host: its directory, then the file, 0644 root."""
+    play = {
+        "name": "Put the registry's site CA on every node (bpa-runner, before the playbook)",
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [
+            {"name": "The CA's directory", "ansible.builtin.file": {"path": os.path.dirname(node_path), "state": "directory"}},
+            {"name": f"The CA at {node_path}", "ansible.builtin.copy": {"src": ca_file, "dest": node_path, "owner": "root", "group": "root", "mode": "0644"}},
+        ],
+    }
+    path = os.path.join(work, "put-registry-ca.yml")
+    with open(path, "w") as f:
+        json.dump([play], f, indent=1)
+    return path
+
+
+def run_playbook(hosts_ini, playbook, private_key, kubespray, extra=()):
+    """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key copy."""
+    command = ["ansible-playbook", "-i", hosts_ini, playbook, "-e", f"ansible_ssh_private_key_file={private_key}", *extra]
+    log(f"{' '.join(command)} (in {kubespray})")
+    child_env = dict(os.environ)
+    child_env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
+    return subprocess.run(command, cwd=kubespray, env=child_env).returncode
+
+
 def install():
     inventory = env("BPA_INVENTORY", "/inventory/hosts.ini")
     playbook = env("BPA_PLAYBOOK", "cluster.yml")
@@ -150,6 +195,10 @@ def install():
         fail(f"inventory {inventory} is missing (BPA_INVENTORY)")
     if not os.path.isfile(os.path.join(kubespray, playbook)):
         fail(f"playbook {playbook} is not in the kubespray tree {kubespray} (BPA_PLAYBOOK, BPA_KUBESPRAY_DIR)")
+    registry_ca = registry_ca_file(inventory)
+    ca_node_path = env("BPA_REGISTRY_CA_NODE_PATH", DEFAULT_REGISTRY_CA_NODE_PATH)
+    if not os.path.isabs(ca_node_path):
+        fail(f"BPA_REGISTRY_CA_NODE_PATH {ca_node_path} is not an absolute path (registryCA.nodePath of the BPA configuration)")
     work = tempfile.mkdtemp(prefix="bpa-runner-", dir=env("BPA_WORK_DIR"))
     os.chmod(work, 0o700)
     inventory_dir = os.path.join(work, "inventory")
@@ -162,19 +211,15 @@ def install():
             dst.write(src.read())
     except OSError as error:
         fail(f"cannot read the SSH key {key} (BPA_SSH_KEY): {error}")
+    log(f"provisioning {env('BPA_PROVISIONING', '?')} install {env('BPA_INSTALL_HASH', '?')[:16]}")
+    log(f"putting the registry's site CA {registry_ca} on every node at {ca_node_path}")
+    code = run_playbook(hosts_ini, put_registry_ca_playbook(work, registry_ca, ca_node_path), private_key, kubespray)
+    if code != 0:
+        fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}); {playbook} was not run", code)
     artifacts = os.path.join(work, "artifacts")
-    command = [
-        "ansible-playbook", "-i", hosts_ini, playbook,
-        "-e", "kubeconfig_localhost=true",
-        "-e", f"artifacts_dir={artifacts}",
-        "-e", f"ansible_ssh_private_key_file={private_key}",
-    ]
-    log(f"provisioning {env('BPA_PROVISIONING', '?')} install {env('BPA_INSTALL_HASH', '?')[:16]}: {' '.join(command)} (in {kubespray})")
-    child_env = dict(os.environ)
-    child_env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
-    result = subprocess.run(command, cwd=kubespray, env=child_env)
-    if result.returncode != 0:
-        fail(f"ansible-playbook {playbook} failed (exit code {result.returncode})", result.returncode)
+    code = run_playbook(hosts_ini, playbook, private_key, kubespray, ["-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
+    if code != 0:
+        fail(f"ansible-playbook {playbook} failed (exit code {code})", code)
     admin_conf = os.path.join(artifacts, "admin.conf")
     if not os.path.isfile(admin_conf):
         fail(f"{playbook} succeeded but kubespray wrote no {admin_conf} (kubeconfig_localhost)")

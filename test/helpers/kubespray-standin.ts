@@ -4,9 +4,11 @@
  * layout and entry points (cluster.yml, scale.yml, upgrade-cluster.yml, reset.yml,
  * inventory/sample) and a README saying what it is. Its cluster.yml does, through the
  * real ansible-playbook over real SSH, what the offline install needs from the
- * appliance: it pulls an image by digest from the registry named by the BPA's offline
- * variables (every blob verified), fetches kubeadm from files_repo (sha256 verified),
- * and leaves an admin kubeconfig in artifacts_dir like kubeconfig_localhost does.
+ * appliance: it checks that the registry's site CA is on the node where the containerd
+ * mirror configuration (containerd_registries_mirrors[].mirrors[].ca) says, pulls an image
+ * by digest from the registry named by the BPA's offline variables over TLS verified with
+ * that CA (every blob verified), fetches kubeadm from files_repo (sha256 verified), and
+ * leaves an admin kubeconfig in artifacts_dir like kubeconfig_localhost does.
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -30,7 +32,24 @@ const CLUSTER_YML = `---
   gather_facts: false
   vars:
     standin_dir: "{{ standin_node_dir | default('/tmp/kubespray-standin') }}"
+    registry_mirror: "{{ (containerd_registries_mirrors | selectattr('prefix', 'equalto', registry_host) | first).mirrors[0] }}"
   tasks:
+    - name: The registry's mirror is TLS, verified with a CA file (what containerd's hosts.toml gets)
+      ansible.builtin.assert:
+        that:
+          - registry_mirror.host == 'https://' + registry_host
+          - not (registry_mirror.skip_verify | bool)
+          - registry_mirror.ca is defined
+    - name: Look at the CA file on the node
+      ansible.builtin.stat: { path: "{{ registry_mirror.ca }}" }
+      register: registry_ca
+    - name: The CA is already on the node (put there before this playbook), 0644, owned by root
+      ansible.builtin.assert:
+        that:
+          - registry_ca.stat.exists
+          - registry_ca.stat.mode == '0644'
+          - registry_ca.stat.pw_name == 'root'
+        fail_msg: "{{ registry_mirror.ca }} is not on the node as expected: {{ registry_ca.stat }}"
     - name: The BPA's offline variables are there
       ansible.builtin.assert:
         that:
@@ -40,19 +59,31 @@ const CLUSTER_YML = `---
           - dl_k8s_io_url == files_repo + '/dl.k8s.io'
     - name: Work directory on the node
       ansible.builtin.file: { path: "{{ standin_dir }}", state: directory, mode: "0700" }
-    - name: Resolve {{ kube_image_repo }}/pause:{{ pod_infra_version }} in the appliance's registry
+    - name: Resolve (TLS, verified with the site CA) {{ kube_image_repo }}/pause:{{ pod_infra_version }} in the appliance's registry
       ansible.builtin.uri:
-        url: "http://{{ kube_image_repo }}/v2/pause/manifests/{{ pod_infra_version }}"
+        url: "https://{{ kube_image_repo }}/v2/pause/manifests/{{ pod_infra_version }}"
+        ca_path: "{{ registry_mirror.ca }}"
         headers: { Accept: "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json" }
         return_content: true
       register: pause_manifest
-    - name: Pull every blob of the image by digest (get_url verifies each sha256)
-      ansible.builtin.get_url:
-        url: "http://{{ registry_host }}/v2/pause/blobs/{{ item.digest }}"
+    - name: Pull every blob of the image by digest (TLS verified with the site CA; uri, as get_url of ansible-core 2.14 has no ca_path)
+      ansible.builtin.uri:
+        url: "https://{{ registry_host }}/v2/pause/blobs/{{ item.digest }}"
+        ca_path: "{{ registry_mirror.ca }}"
         dest: "{{ standin_dir }}/{{ item.digest | replace(':', '-') }}"
-        checksum: "{{ item.digest }}"
         mode: "0600"
       loop: "{{ [(pause_manifest.content | from_json).config] + (pause_manifest.content | from_json).layers }}"
+    - name: Each blob's sha256
+      ansible.builtin.stat:
+        path: "{{ standin_dir }}/{{ item.digest | replace(':', '-') }}"
+        checksum_algorithm: sha256
+      register: blobs
+      loop: "{{ [(pause_manifest.content | from_json).config] + (pause_manifest.content | from_json).layers }}"
+    - name: Every blob is the bytes its digest names
+      ansible.builtin.assert:
+        that: "'sha256:' + item.stat.checksum == item.item.digest"
+      loop: "{{ blobs.results }}"
+      loop_control: { label: "{{ item.item.digest }}" }
     - name: Record the pulled image's digest
       ansible.builtin.copy:
         content: "{{ pause_manifest.docker_content_digest }}\\n"

@@ -4,7 +4,9 @@
  * BPA_* environment), the real `ansible-playbook` over real SSH to a test host (a network
  * namespace with its own sshd), the kubespray STAND-IN's cluster.yml pulling an image by
  * digest from a docker-registry serving the build's seeded registry tree and fetching
- * kubeadm from an nginx serving the build's files tree, and the kubeconfig handed back
+ * kubeadm from an nginx serving the build's files tree, the registry behind TLS (nginx, a
+ * server certificate of a site CA made here) as on the appliance, the runner putting that
+ * CA on the node before the playbook, and the kubeconfig handed back
  * into a Secret of a real kube-apiserver with a ServiceAccount token limited to that Secret.
  *
  * The kubespray release tarball is the stand-in (test/helpers/kubespray-standin.ts), served
@@ -14,7 +16,7 @@
 import { AuthenticationV1TokenRequest, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { chmod, copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,6 +32,7 @@ import { FILES_ROOT, KUBESPRAY_TREE } from "../../builder/stages/files.js";
 import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
 import { REPO } from "../helpers/cli.js";
 import { buildKubesprayStandIn, STANDIN_VERSION } from "../helpers/kubespray-standin.js";
+import { makeTestCA, type TestCA } from "../fixtures/bpa/registry-ca.js";
 
 const id = `${process.pid % 100000}`;
 const NETNS = `icn-rt-${id}`;
@@ -48,6 +51,9 @@ let kubesprayTree: string;
 let filesRoot: string;
 let seededStorage: string;
 let kubeadmSha256: string;
+/** The site CA and the registry behind TLS (host:port), as compute nodes reach the appliance's. */
+let siteCA: TestCA;
+let registryTls: string;
 
 async function sh(cmd: string, args: string[]) {
   return execa(cmd, args, { all: true });
@@ -83,7 +89,10 @@ beforeAll(async () => {
   // tarball), the images and the seeded registry tree (the runner image itself needs a
   // pinned digest for the real kubespray, so it is not selected here: see README).
   const definition = { ...(await loadDefinition(join(work, "appliance.yaml"))), kubespray: { enabled: true } };
-  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir() });
+  // record: built as the recipes say, digests not checked against registry-seed/ (the BPA
+  // image's pin moves with every bpa/ change until `icn-bootstrap lock-images` re-pins it;
+  // the pins are the image tests' business). The pause image used below is compared with its pin.
+  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true });
   const { runStage } = await import("../../builder/stage.js");
   const { filesStage } = await import("../../builder/stages/files.js");
   const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true }, stagesDir());
@@ -135,16 +144,25 @@ beforeAll(async () => {
   const nginxPort = await freePort(HOST_IP);
   const nginxDir = join(work, "nginx");
   await mkdir(join(nginxDir, "logs"), { recursive: true });
+  // The registry over TLS: a site CA and a server certificate for the host's address, as the appliance's first boot makes them.
+  siteCA = makeTestCA("runner test site CA");
+  await writeFile(join(nginxDir, "ca.crt"), siteCA.pem);
+  await writeFile(join(nginxDir, "ca.key"), siteCA.keyPem, { mode: 0o600 });
+  await sh("openssl", ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(nginxDir, "tls.key"), "-out", join(nginxDir, "tls.csr"), "-subj", "/CN=registry", "-addext", `subjectAltName=IP:${HOST_IP}`]);
+  await sh("openssl", ["x509", "-req", "-in", join(nginxDir, "tls.csr"), "-CA", join(nginxDir, "ca.crt"), "-CAkey", join(nginxDir, "ca.key"), "-CAcreateserial", "-days", "1", "-copy_extensions", "copy", "-out", join(nginxDir, "tls.crt")]);
+  const tlsPort = await freePort(HOST_IP);
+  registryTls = `${HOST_IP}:${tlsPort}`;
   await writeFile(
     join(nginxDir, "nginx.conf"),
-    `daemon off;\nuser root;\npid ${nginxDir}/nginx.pid;\nerror_log ${nginxDir}/logs/error.log;\nevents {}\nhttp {\n  access_log ${nginxDir}/logs/access.log;\n  client_body_temp_path ${nginxDir}/body; proxy_temp_path ${nginxDir}/proxy; fastcgi_temp_path ${nginxDir}/fastcgi; uwsgi_temp_path ${nginxDir}/uwsgi; scgi_temp_path ${nginxDir}/scgi;\n  server {\n    listen ${HOST_IP}:${nginxPort};\n    root ${filesRoot};\n    autoindex on;\n    sendfile on;\n    location / { try_files $uri $uri/ =404; }\n  }\n}\n`,
+    `daemon off;\nuser root;\npid ${nginxDir}/nginx.pid;\nerror_log ${nginxDir}/logs/error.log;\nevents {}\nhttp {\n  access_log ${nginxDir}/logs/access.log;\n  client_body_temp_path ${nginxDir}/body; proxy_temp_path ${nginxDir}/proxy; fastcgi_temp_path ${nginxDir}/fastcgi; uwsgi_temp_path ${nginxDir}/uwsgi; scgi_temp_path ${nginxDir}/scgi;\n  server {\n    listen ${HOST_IP}:${nginxPort};\n    root ${filesRoot};\n    autoindex on;\n    sendfile on;\n    location / { try_files $uri $uri/ =404; }\n  }\n  server {\n    listen ${registryTls} ssl;\n    ssl_certificate ${nginxDir}/tls.crt;\n    ssl_certificate_key ${nginxDir}/tls.key;\n    location /v2/ { proxy_pass http://${registry.address}; proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Proto https; }\n  }\n}\n`,
   );
   nginx = execa("/usr/sbin/nginx", ["-p", nginxDir, "-c", join(nginxDir, "nginx.conf")], { reject: false, all: true });
   process.env.ICN_TEST_FILES_REPO = `http://${HOST_IP}:${nginxPort}/kubespray`;
   for (let i = 0; i < 100; i++) {
     const ready = await execa("ip", ["netns", "exec", NETNS, "sh", "-c", `exec 3<>/dev/tcp/${NODE_IP}/22`], { reject: false, shell: false });
     const files = await fetch(`${process.env.ICN_TEST_FILES_REPO}/`).then((r) => r.ok).catch(() => false);
-    if (ready.exitCode === 0 && files) break;
+    const tls = await execa("sh", ["-c", `exec 3<>/dev/tcp/${HOST_IP}/${tlsPort}`], { reject: false });
+    if (ready.exitCode === 0 && files && tls.exitCode === 0) break;
     await new Promise((r) => setTimeout(r, 100));
   }
 }, 30 * 60_000);
@@ -225,7 +243,15 @@ describe("the kubespray runner against a test host in a network namespace", () =
     await writeFile(join(inventory, "hosts.ini"), `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP} etcd_member_name=etcd1\n\n[kube_control_plane]\nnode1\n\n[etcd]\nnode1\n\n[kube_node]\nnode1\n\n[calico_rr]\n\n[k8s_cluster:children]\nkube_control_plane\nkube_node\ncalico_rr\n`);
     const { groupVars } = await import("../../bpa/inventory/group-vars.js");
     const { parseConfig } = await import("../../bpa/config/config.js");
-    const vars = groupVars(parseConfig({ runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest", registryHost: registry!.address, filesRepo: process.env.ICN_TEST_FILES_REPO! }, "test"));
+    // The CA goes to a path under the test's directory: the node (a network namespace) shares this machine's files.
+    const caNodePath = join(work, "node-etc/icn-bootstrap/registry-ca.crt");
+    const vars = groupVars(
+      parseConfig(
+        { runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest", registryHost: registryTls, filesRepo: process.env.ICN_TEST_FILES_REPO!, registryCA: { nodePath: caNodePath } },
+        "test",
+      ),
+    );
+    await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
     const nodeDir = join(work, "node");
     await writeFile(
       join(inventory, "group_vars/all/offline.yml"),
@@ -246,6 +272,8 @@ describe("the kubespray runner against a test host in a network namespace", () =
         BPA_NAMESPACE: namespace,
         BPA_PROVISIONING: "sample",
         BPA_INSTALL_HASH: "0123456789abcdef0123",
+        BPA_REGISTRY_CA: join(inventory, "registry-ca.crt"),
+        BPA_REGISTRY_CA_NODE_PATH: caNodePath,
         BPA_SERVICEACCOUNT_DIR: sa,
         BPA_WORK_DIR: work,
         KUBERNETES_SERVICE_HOST: server.hostname,
@@ -257,6 +285,15 @@ describe("the kubespray runner against a test host in a network namespace", () =
     expect(result.exitCode, result.all).toBe(0);
     expect(result.all).toMatch(/ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0/);
     expect(result.all).toContain(`kubeconfig handed back: Secret ${namespace}/${secret} key kubeconfig`);
+
+    // The site CA reached the node before the stand-in's cluster.yml, which found it there (its assert) and pulled over TLS with it.
+    expect(await readFile(caNodePath, "utf8")).toBe(siteCA.pem);
+    const caStat = await stat(caNodePath);
+    expect({ mode: caStat.mode & 0o777, uid: caStat.uid }).toEqual({ mode: 0o644, uid: 0 });
+    const output = result.all!;
+    expect(output.indexOf(`putting the registry's site CA ${join(inventory, "registry-ca.crt")} on every node at ${caNodePath}`)).toBeGreaterThan(-1);
+    expect(output.indexOf("Put the registry's site CA on every node")).toBeLessThan(output.indexOf("Stand-in cluster.yml"));
+    expect(output).toMatch(/TASK \[The CA is already on the node \(put there before this playbook\), 0644, owned by root\][^\n]*\nok: \[node1\]/);
 
     // On the node: the image pulled by digest from the seeded registry, and kubeadm from the file server.
     const seeded = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest: string }[] };
@@ -280,12 +317,38 @@ describe("the kubespray runner against a test host in a network namespace", () =
     await mkdir(inventory, { recursive: true });
     // The test host, on a port where nothing listens: ssh is refused at once.
     await writeFile(join(inventory, "hosts.ini"), `[all]\nnode9 ansible_host=${NODE_IP} ansible_port=2222 ip=${NODE_IP}\n[kube_control_plane]\nnode9\n`);
+    await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
     const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
       reject: false,
       all: true,
       env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, ANSIBLE_TIMEOUT: "3", ANSIBLE_HOST_KEY_CHECKING: "False" },
     });
     expect(result.exitCode).not.toBe(0);
-    expect(result.all).toMatch(/bpa-runner: error: ansible-playbook cluster\.yml failed \(exit code \d+\)/);
+    // The first thing that needs the host is putting the CA on it.
+    expect(result.all).toMatch(/bpa-runner: error: could not put the registry's site CA on the nodes at \/etc\/icn-bootstrap\/registry-ca\.crt \(ansible-playbook exit code \d+\); cluster\.yml was not run/);
   }, 2 * 60_000);
+
+  it("refuses to start without the registry's site CA in the mounted inventory, naming the file", async () => {
+    const inventory = join(work, "inventory-no-ca");
+    await mkdir(inventory, { recursive: true });
+    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP}\n[kube_control_plane]\nnode1\n`);
+    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+      reject: false,
+      all: true,
+      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work },
+    });
+    expect(result.exitCode).toBe(1);
+    expect(result.all).toContain(`bpa-runner: error: the registry's site CA ${join(inventory, "registry-ca.crt")} is missing from the mounted inventory`);
+    expect(result.all).toContain("key registry-ca.crt of the inventory ConfigMap");
+    expect(result.all).not.toContain("PLAY"); // no ansible ran
+    // Not a certificate: named as well.
+    await writeFile(join(inventory, "registry-ca.crt"), "hello\n");
+    const bad = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+      reject: false,
+      all: true,
+      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work },
+    });
+    expect(bad.exitCode).toBe(1);
+    expect(bad.all).toContain(`the registry's site CA ${join(inventory, "registry-ca.crt")} holds no PEM certificate`);
+  }, 60_000);
 });

@@ -21,6 +21,7 @@ import { isConflict, isNotFound, makeClients, mergePatch, type Clients } from ".
 import { silentLogger, makeLogger, type Logger } from "../../../bpa/controller/log.js";
 import { Operator } from "../../../bpa/operator.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
+import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 
 export const repo = new URL("../../../", import.meta.url);
 
@@ -118,12 +119,42 @@ export function testLogger(name: string): Logger {
   return process.env.BPA_TEST_LOG ? makeLogger({ level: "debug", fields: { op: name } }) : silentLogger;
 }
 
-/** Starts an operator in this process and waits until it leads (unless told not to wait). */
+let sharedCA: string | undefined;
+/** One site CA for the tests that do not look at it. */
+export function testRegistryCaPem(): string {
+  sharedCA ??= makeTestCA().pem;
+  return sharedCA;
+}
+
+/**
+ * What the appliance's first boot does: the registry's site CA in ConfigMap
+ * `config.registryCA.configMap` (key `config.registryCA.key`) of the operator's namespace.
+ * Replaces the CA when the ConfigMap exists. Uses the test's admin credentials.
+ */
+export async function putRegistryCA(config: BpaConfig, pem: string): Promise<void> {
+  const c = clients();
+  const namespace = config.namespace;
+  const { configMap: name, key } = config.registryCA;
+  const body = { metadata: { name, namespace }, data: { [key]: pem } };
+  try {
+    await c.core.createNamespacedConfigMap({ namespace, body });
+  } catch (error) {
+    if (!isConflict(error)) throw error;
+    await c.core.replaceNamespacedConfigMap({ namespace, name, body });
+  }
+}
+
+/**
+ * Starts an operator in this process and waits until it leads (unless told not to wait).
+ * The registry's site CA is put in place first, as the appliance's first boot does
+ * (`registryCA: false` leaves it out).
+ */
 export async function startOperator(
   kc: KubeConfig,
   config: BpaConfig,
-  options: { identity?: string; waitForLeadership?: boolean } = {},
+  options: { identity?: string; waitForLeadership?: boolean; registryCA?: false } = {},
 ): Promise<Operator> {
+  if (options.registryCA !== false) await putRegistryCA(config, testRegistryCaPem());
   const operator = new Operator({
     kc,
     config,

@@ -11,7 +11,19 @@ import { execFile } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import { applyCrds, clients, createHost, createProvisioning, kubeConfig, listInstallJobs, newNamespace, waitForStatus } from "./helpers.js";
+import {
+  applyCrds,
+  clients,
+  createHost,
+  createProvisioning,
+  kubeConfig,
+  listInstallJobs,
+  newNamespace,
+  operatorConfig,
+  putRegistryCA,
+  testRegistryCaPem,
+  waitForStatus,
+} from "./helpers.js";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("../../../", import.meta.url));
@@ -49,6 +61,7 @@ function start(command: string[], ns: string): { child: ChildProcess; output: ()
 async function exercise(command: string[], prefix: string): Promise<void> {
   const ns = await newNamespace(c, prefix);
   await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384 }));
+  await putRegistryCA(operatorConfig(ns), testRegistryCaPem()); // what the appliance's first boot does
   const { child, output } = start([...command, "--kubeconfig", inject("kubeconfigPath"), "--health-port", "0"], ns);
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   try {

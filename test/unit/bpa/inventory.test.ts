@@ -85,9 +85,14 @@ describe("kubespray inventory", () => {
       ansible_user: "root",
       ansible_ssh_private_key_file: "/ssh/id_ed25519",
     });
-    const mirrors = vars["worker-a"]!.containerd_registries_mirrors as { prefix: string; mirrors: { host: string; skip_verify: boolean }[] }[];
+    // Every mirror is the registry over TLS, verified with the site CA the runner puts on each node.
+    const mirrors = vars["worker-a"]!.containerd_registries_mirrors as { prefix: string; mirrors: Record<string, unknown>[] }[];
     expect(mirrors.map((m) => m.prefix)).toEqual(["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "192.168.100.1:5000"]);
-    expect(mirrors[0]!.mirrors[0]).toEqual({ host: "http://192.168.100.1:5000", capabilities: ["pull", "resolve"], skip_verify: true });
+    for (const m of mirrors) {
+      expect(m.mirrors).toEqual([
+        { host: "https://192.168.100.1:5000", capabilities: ["pull", "resolve"], skip_verify: false, ca: "/etc/icn-bootstrap/registry-ca.crt" },
+      ]);
+    }
   });
 
   it("without workers, masters also run workloads; etcd gets an odd member count", async () => {

@@ -12,6 +12,7 @@ import {
   userDataSecret,
 } from "../../../bpa/jobs/objects.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
+import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 
 const p: Provisioning = {
   apiVersion: "bpa.akraino.org/v1alpha1",
@@ -44,13 +45,19 @@ describe("names", () => {
 
 describe("install hash", () => {
   const host = { name: "h1", namespace: "ns", role: "master" as const, index: 0, ip: "10.0.0.1", mac: "52:54:00:00:00:01", cpu: 8, ramMebibytes: 8192 };
+  const ca = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
   it("changes with the hosts, their addresses and the retry token, not with their order", () => {
     const w = { ...host, name: "h2", role: "worker" as const, ip: "10.0.0.2" };
-    const h = installHash("spec", [host, w], "");
-    expect(installHash("spec", [w, host], "")).toBe(h);
-    expect(installHash("spec", [host, { ...w, ip: "10.0.0.3" }], "")).not.toBe(h);
-    expect(installHash("spec", [host, w], "1")).not.toBe(h);
-    expect(installHash("spec2", [host, w], "")).not.toBe(h);
+    const h = installHash("spec", [host, w], "", ca);
+    expect(installHash("spec", [w, host], "", ca)).toBe(h);
+    expect(installHash("spec", [host, { ...w, ip: "10.0.0.3" }], "", ca)).not.toBe(h);
+    expect(installHash("spec", [host, w], "1", ca)).not.toBe(h);
+    expect(installHash("spec2", [host, w], "", ca)).not.toBe(h);
+  });
+
+  it("changes with the registry's site CA: nodes with the old CA could not pull", () => {
+    expect(installHash("spec", [host], "", ca)).toBe(installHash("spec", [host], "", ca));
+    expect(installHash("spec", [host], "", ca.replace("AAAA", "BBBB"))).not.toBe(installHash("spec", [host], "", ca));
   });
 });
 
@@ -91,6 +98,7 @@ describe("install Job", () => {
     expect(inventory.items).toEqual([
       { key: "hosts.ini", path: "hosts.ini" },
       { key: "offline.yml", path: "group_vars/all/offline.yml" },
+      { key: "registry-ca.crt", path: "registry-ca.crt" },
     ]);
     expect(pod.volumes!.find((v) => v.name === "ssh")!.secret).toEqual({
       secretName: "bpa-ssh-key",
@@ -99,10 +107,18 @@ describe("install Job", () => {
     });
   });
 
-  it("keeps the inventory in an immutable ConfigMap", () => {
-    const cm = inventoryConfigMap(p, hash, "[all]\n", "---\n");
+  it("keeps the inventory and the registry's site CA in an immutable ConfigMap", () => {
+    const { pem } = makeTestCA();
+    const cm = inventoryConfigMap(p, hash, { hostsIni: "[all]\n", groupVarsYaml: "---\n", registryCaPem: pem });
     expect(cm.immutable).toBe(true);
-    expect(Object.keys(cm.data!)).toEqual(["hosts.ini", "offline.yml"]);
+    expect(cm.data).toEqual({ "hosts.ini": "[all]\n", "offline.yml": "---\n", "registry-ca.crt": pem });
+  });
+
+  it("mounts the CA beside the inventory and tells the runner where it goes on the nodes", () => {
+    const pod = installJob(p, testConfig({ registryCA: { nodePath: "/etc/pki/icn/registry.pem" } }), hash).spec!.template.spec!;
+    expect(pod.volumes!.find((v) => v.name === "inventory")!.configMap!.items).toContainEqual({ key: "registry-ca.crt", path: "registry-ca.crt" });
+    const env = Object.fromEntries(pod.containers[0]!.env!.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BPA_REGISTRY_CA: "/inventory/registry-ca.crt", BPA_REGISTRY_CA_NODE_PATH: "/etc/pki/icn/registry.pem" });
   });
 });
 
@@ -151,5 +167,27 @@ describe("configuration", () => {
     );
     expect(() => testConfig({ leaderElection: { leaseDurationSeconds: 5, renewDeadlineSeconds: 5 } })).toThrow(/renewDeadlineSeconds: must be shorter/);
     expect(() => testConfig({ unknownField: 1 })).toThrow(/Unrecognized key/);
+  });
+
+  it("takes the registry's site CA from ConfigMap icn-registry-ca key ca.crt and writes it to /etc/icn-bootstrap/registry-ca.crt by default", () => {
+    expect(config.registryCA).toEqual({ configMap: "icn-registry-ca", key: "ca.crt", nodePath: "/etc/icn-bootstrap/registry-ca.crt" });
+    const custom = testConfig({ registryCA: { configMap: "site-ca", key: "root.pem", nodePath: "/opt/ca/root.pem" } });
+    expect(custom.registryCA).toEqual({ configMap: "site-ca", key: "root.pem", nodePath: "/opt/ca/root.pem" });
+    expect(custom.containerdMirrors[0]!.mirrors[0]!.ca).toBe("/opt/ca/root.pem");
+  });
+
+  it("refuses a bad CA source or node path, naming the field", () => {
+    expect(() => testConfig({ registryCA: { nodePath: "etc/ca.crt" } })).toThrow(/registryCA\.nodePath: an absolute file path/);
+    expect(() => testConfig({ registryCA: { nodePath: "/etc/../root/ca.crt" } })).toThrow(/registryCA\.nodePath: a path without \. or \.\. segments/);
+    expect(() => testConfig({ registryCA: { nodePath: '/etc/ca".crt' } })).toThrow(/registryCA\.nodePath/);
+    expect(() => testConfig({ registryCA: { nodePath: "/etc/icn/" } })).toThrow(/registryCA\.nodePath/);
+    expect(() => testConfig({ registryCA: { key: "ca crt" } })).toThrow(/registryCA\.key: a ConfigMap key/);
+    expect(() => testConfig({ registryCA: { configMap: "Bad_Name" } })).toThrow(/registryCA\.configMap: a Kubernetes object name/);
+    expect(() => testConfig({ registryCA: { namespace: "x" } })).toThrow(/registryCA.*Unrecognized key/);
+  });
+
+  it("refuses registryInsecure: true with the fix (the registry speaks only TLS); false is accepted", () => {
+    expect(() => testConfig({ registryInsecure: true })).toThrow(/registryInsecure: plain HTTP to the registry is gone.*delete registryInsecure/);
+    expect(testConfig({ registryInsecure: false }).containerdMirrors[0]!.mirrors[0]!.host).toBe("https://192.168.100.1:5000");
   });
 });
