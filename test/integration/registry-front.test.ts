@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../builder/registry/server.js";
+import { loadSeedLists, parseRef, seedListPath } from "../../builder/images/seed.js";
 import { seededTagRules } from "../../builder/registry/seeded-tags.js";
 import { REPO } from "../helpers/cli.js";
 
@@ -110,7 +111,11 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     seededDigest = await writeImage(layout, "pause:3.10.2", 1024 * 1024);
     const seed = await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:pause:3.10.2`, `docker://${address}/pause:3.10.2`]);
     expect(seed.ok, seed.output).toBe(true);
-    await writeFile(join(work, "seeded.conf"), seededTagRules([{ repository: "pause", tag: "3.10.2", tags: [], digest: seededDigest }]));
+    // The rules for every image the default appliance ships (long keys: nginx must load them), plus this one.
+    const shippedImages = (await loadSeedLists([seedListPath("bootstrap.yaml")])).filter((i) => i.digest && i.ref !== "registry.k8s.io/pause:3.10.2");
+    const rules = shippedImages.map((i) => ({ ...parseRef(i.ref), tags: i.tags ?? [], digest: i.digest! }));
+    expect(rules.map((r) => r.repository)).toContain("kube-controller-manager");
+    await writeFile(join(work, "seeded.conf"), seededTagRules([...rules, { repository: "pause", tag: "3.10.2", tags: [], digest: seededDigest }]));
     await nginx("-s", "reload");
     await new Promise((r) => setTimeout(r, 500));
   }, 120_000);
