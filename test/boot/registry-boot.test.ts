@@ -166,7 +166,9 @@ describe("the booted appliance's registry", () => {
 
   it("listens on the site network only where it must: SSH, the registry (TLS) and the file server", async () => {
     const listeners = (await first.ssh("ss -Htlnu | awk '{print $1, $5}'")).trim().split("\n");
-    const exposed = listeners.filter((l) => !/ (127\.\d+\.\d+\.\d+|\[::1\]|\[::ffff:127\.\d+\.\d+\.\d+\]):\d+$/.test(l) && !/ 127\.0\.0\.5[34]:53$/.test(l));
+    const loopback = / (127\.\d+\.\d+\.\d+|\[::1\]|\[::ffff:127\.\d+\.\d+\.\d+\])(%lo)?:\d+$/;
+    const dhcpClient = /^udp \S+%\S+:68$/; // networkd's DHCP client, bound to its interface
+    const exposed = listeners.filter((l) => !loopback.test(l) && !dhcpClient.test(l));
     const ports = [...new Set(exposed.map((l) => `${l.split(" ")[0]}/${l.split(":").pop()}`))].sort();
     expect(ports, listeners.join("\n")).toEqual(["tcp/22", "tcp/5000", "tcp/8080"]);
     expect(await first.ssh("test -S /run/docker-registry/registry.sock && stat -c '%a %U:%G' /run/docker-registry/registry.sock")).toMatch(/^660 docker-registry:www-data/);
