@@ -93,7 +93,7 @@ describe("the appliance", () => {
     const ca = await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "icn-registry-ca" });
     const caFingerprint = new X509Certificate(ca.data!["ca.crt"]!).fingerprint256.replace(/:/g, "").toLowerCase();
     expect(vm.readyLine).toContain(`registry_ca=sha256:${caFingerprint}`);
-    // kubeadm's images came through the TLS registry (nginx's log), not around it.
+    // kubeadm's images came through nginx's front of the registry (its read-only loopback door), not around it.
     expect(Number((await ssh(sshPort, "grep -c 'GET /v2/kube-apiserver/manifests/' /var/log/nginx/access.log")).stdout.trim())).toBeGreaterThan(0);
     const listeners = (await ssh(sshPort, "ss -Htlnup | awk '{print $1, $5, $7}'")).stdout.trim();
     console.log(`listeners of the booted appliance:\n  ${listeners.split("\n").join("\n  ")}`);

@@ -125,11 +125,19 @@ describe("the appliance's registry, file server and containerd configuration", (
     expect(config).toMatch(/net: unix\n\s+addr: \/run\/docker-registry\/registry\.sock/);
     expect(config).not.toMatch(/addr: :?\d+/);
     expect(await debugfs(root, "cat /etc/systemd/system/docker-registry.service.d/icn-bootstrap.conf")).toMatch(/chown -R docker-registry:docker-registry \/var\/lib\/docker-registry/);
-    expect(await debugfs(root, "cat /etc/nginx/conf.d/icn-bootstrap-registry.conf")).toMatch(/listen 5000 ssl;/);
+    const site = await debugfs(root, "cat /etc/nginx/conf.d/icn-bootstrap-registry.conf");
+    expect(site).toMatch(/listen 5000 ssl;/);
+    expect(site).toMatch(/listen 127\.0\.0\.1:5001;\n[^}]*location \/v2\/ \{\n\s+limit_except GET \{\n\s+deny all;/);
+    // kubeadm's patches: the static pods get time to start under emulation.
+    expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/patches:\n\s+directory: \/etc\/icn-bootstrap\/kubeadm-patches/);
+    for (const pod of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]) {
+      expect(await debugfs(root, `cat /etc/icn-bootstrap/kubeadm-patches/${pod}+strategic.yaml`), pod).toMatch(new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`));
+    }
     expect(await statInFs(root, "/etc/nginx/sites-enabled/default")).toBeUndefined();
     for (const registryHost of ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "bootstrap.icn:5000"]) {
       const hosts = await debugfs(root, `cat "/etc/containerd/certs.d/${registryHost}/hosts.toml"`);
-      expect(hosts, registryHost).toMatch(/\[host\."https:\/\/127\.0\.0\.1:5000"\]\n\s+capabilities = \["pull", "resolve"\]\n\s+ca = "\/etc\/icn-bootstrap\/pki\/registry-ca\.crt"/);
+      // The appliance's own pulls: nginx's read-only plain door on loopback (the site network gets TLS on 5000).
+      expect(hosts, registryHost).toMatch(/\[host\."http:\/\/127\.0\.0\.1:5001"\]\n\s+capabilities = \["pull", "resolve"\]\s*$/);
     }
   });
 

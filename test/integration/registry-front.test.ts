@@ -1,7 +1,7 @@
 /**
  * The appliance's registry configuration, run on this host with the real programs:
  * docker-registry with the shipped config.yml (its unix socket, its storage on a small
- * tmpfs), nginx with the shipped icn-bootstrap-registry.conf (only paths and the port
+ * tmpfs), nginx with the shipped icn-bootstrap-registry.conf (only paths and the ports
  * changed), skopeo as the client. Fast checks of what the boot test shows in a VM, plus
  * what a VM cannot easily show: a push that fills the disk leaves the stored images intact.
  */
@@ -53,6 +53,7 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
   let storage: string;
   let registry: ChildProcess;
   let address: string;
+  let loopback: string;
   let certs: string;
   let creds: string;
   let seededDigest: string;
@@ -90,17 +91,19 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     registry = spawn("docker-registry", ["serve", join(work, "registry.yml")], { stdio: "ignore" });
     for (let i = 0; i < 100 && !(await readdir(work)).includes("registry.sock"); i++) await new Promise((r) => setTimeout(r, 100));
 
-    // nginx with the shipped site configuration: paths and the port changed, nothing else.
+    // nginx with the shipped site configuration: paths and the ports changed, nothing else.
     const port = await freePort();
     address = `127.0.0.1:${port}`;
+    loopback = `127.0.0.1:${await freePort()}`;
     const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-registry.conf"), "utf8"))
       .replaceAll("/etc/icn-bootstrap/pki/", `${pki}/`)
       .replace("/etc/nginx/icn-registry.htpasswd", join(work, "htpasswd"))
       .replace("/etc/nginx/icn-registry-seeded.conf", join(work, "seeded.conf"))
       .replace("unix:/run/docker-registry/registry.sock", `unix:${socket}`)
       .replace("listen 5000 ssl;", `listen ${address} ssl;`)
-      .replace("listen [::]:5000 ssl;", "");
-    expect(site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n")).not.toMatch(/\/etc\/|\/run\/|listen 5000/);
+      .replace("listen [::]:5000 ssl;", "")
+      .replace("listen 127.0.0.1:5001;", `listen ${loopback};`);
+    expect(site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n")).not.toMatch(/\/etc\/|\/run\/|listen 5000|listen 127\.0\.0\.1:5001/);
     await writeFile(join(work, "site.conf"), site);
     await writeFile(join(work, "seeded.conf"), seededTagRules([]));
     await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`);
@@ -135,6 +138,22 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     expect((await skopeo(["inspect", `docker://${address}/pause:3.10.2`])).output).toMatch(/x509: certificate signed by unknown authority/);
     const plain = await fetch(`http://${address}/v2/_catalog`);
     expect(plain.status).toBe(400);
+  });
+
+  it("serves the appliance's own pulls over plain HTTP on loopback, and nothing but reads there", async () => {
+    const pull = await skopeo(["copy", "--src-tls-verify=false", `docker://${loopback}/pause:3.10.2`, `dir:${join(work, "pulled-loopback")}`]);
+    expect(pull.ok, pull.output).toBe(true);
+    expect((await skopeo(["inspect", "--tls-verify=false", "--format", "{{.Digest}}", `docker://${loopback}/pause:3.10.2`])).output.trim()).toBe(seededDigest);
+    const layout = join(work, "loopback-push");
+    await writeImage(layout, "x:1", 4096);
+    // Even with the push credentials: this door has no writes.
+    const push = await skopeo(["copy", "--dest-tls-verify=false", "--dest-creds", creds, `oci:${layout}:x:1`, `docker://${loopback}/loopback/x:1`]);
+    expect(push.ok).toBe(false);
+    for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
+      const raw = await execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-u", creds, "-X", method, `http://${loopback}/v2/loopback/x/blobs/uploads/`]);
+      expect(raw.stdout, method).toBe("403");
+    }
+    expect(await readdir(join(storage, "docker/registry/v2/repositories"))).toEqual(["pause"]);
   });
 
   it("refuses anonymous and wrongly authenticated writes with 401, writing nothing", async () => {
