@@ -172,6 +172,13 @@ describe("the booted appliance's registry", () => {
     const ports = [...new Set(exposed.map((l) => `${l.split(" ")[0]}/${l.split(":").pop()}`))].sort();
     expect(ports, listeners.join("\n")).toEqual(["tcp/22", "tcp/5000", "tcp/8080"]);
     expect(await first.ssh("test -S /run/docker-registry/registry.sock && stat -c '%a %U:%G' /run/docker-registry/registry.sock")).toMatch(/^660 docker-registry:www-data/);
+    // The appliance's own containerd pulls from nginx's loopback door: plain HTTP, reads only.
+    expect(listeners).toContain("tcp 127.0.0.1:5001");
+    const loopbackDoor = await first.ssh(
+      "curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:5001/v2/pause/manifests/3.10.2 -H 'Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'; " +
+        "curl -s -o /dev/null -w '%{http_code}' -u icn-push:$(cat /etc/icn-bootstrap/pki/registry-push.password) -X POST http://127.0.0.1:5001/v2/pause/blobs/uploads/",
+    );
+    expect(loopbackDoor.trim()).toBe("200 403");
   });
 
   it("makes another CA and other push credentials when the same image boots on another machine", { timeout: BOOT_TIMEOUT_S * 1000 + 60_000 }, async () => {
