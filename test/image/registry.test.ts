@@ -130,6 +130,7 @@ describe("the appliance's registry, file server and containerd configuration", (
     expect(site).toMatch(/listen 127\.0\.0\.1:5001;\n[^}]*location \/v2\/ \{\n\s+limit_except GET \{\n\s+deny all;/);
     // kubeadm's patches: the static pods get time to start under emulation.
     expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/patches:\n\s+directory: \/etc\/icn-bootstrap\/kubeadm-patches/);
+    expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm-patches/corednsdeployment+strategic.yaml")).toMatch(/^spec:\n\s+replicas: 1\s*$/m);
     for (const pod of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]) {
       expect(await debugfs(root, `cat /etc/icn-bootstrap/kubeadm-patches/${pod}+strategic.yaml`), pod).toMatch(new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`));
     }
