@@ -50,6 +50,16 @@ export function registryAccess(clients: Clients, config: ApiConfig) {
   };
 }
 
+/**
+ * Where published files are fetched: the configured URL, else the host the caller used to
+ * reach this API at the file server's port 8080 (the same appliance, as the caller sees it).
+ */
+export function filesBase(config: ApiConfig, host: string | undefined): string {
+  if (config.publicFilesUrl) return config.publicFilesUrl;
+  const hostname = (host ?? "bootstrap.icn").replace(/:\d+$/, "");
+  return `http://${hostname}:8080`;
+}
+
 export interface RunningApi {
   port: number;
   server: ApiServer;
@@ -66,13 +76,14 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
     maxUploadBytes: config.maxUploadBytes,
     reserveBytes: config.reserveBytes,
     expirationMs: config.expirationHours * 3600_000,
-    fileServer: { publicUrl: config.publicFilesUrl },
+    filesBase: (host) => filesBase(config, host ?? undefined),
     registry: registryAccess(clients, config),
     log,
   });
   await uploads.start();
   const server = new ApiServer({
     uploads,
+    filesBase: (host) => filesBase(config, host),
     auth: new Authenticator(kc, config.namespace),
     clients,
     log,

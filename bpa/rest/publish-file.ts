@@ -20,21 +20,15 @@ export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {
   }
 }
 
-export interface FileServer {
-  /** Base URL of the file server as clients and compute nodes reach it, e.g. http://bootstrap.icn:8080 */
-  publicUrl: string;
-}
-
-/** Moves the verified upload at `source` to its published name; returns what the record gains. */
-export async function publishFile(store: Store, fileServer: FileServer, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
-  const base = fileServer.publicUrl.replace(/\/+$/, "");
+/** Moves the verified upload at `source` to its published name; returns what the record gains (paths on the file server). */
+export async function publishFile(store: Store, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
   if (record.kind === "file") {
     const target = join(store.published, "uploads", record.name);
     // The checksum file first: a reader that sees the new file can check it against it.
     await writeAtomically(`${target}.sha256`, `${record.sha256}  ${record.name.split("/").pop()}\n`);
     await chmod(source, 0o644);
     await rename(source, target);
-    return { url: `${base}/uploads/${record.name}`, digest: `sha256:${record.sha256}` };
+    return { path: `/uploads/${record.name}`, digest: `sha256:${record.sha256}` };
   }
   const target = join(store.published, "os-images", record.name);
   const format = await imageFormat(source);
@@ -42,8 +36,8 @@ export async function publishFile(store: Store, fileServer: FileServer, record: 
   await chmod(source, 0o644);
   await rename(source, target);
   return {
-    url: `${base}/os-images/${record.name}`,
-    checksumUrl: `${base}/os-images/${record.name}.sha256sum`,
+    path: `/os-images/${record.name}`,
+    checksumPath: `/os-images/${record.name}.sha256sum`,
     digest: `sha256:${record.sha256}`,
     format,
   };

@@ -14,6 +14,7 @@ import { RequestError } from "./kinds.js";
 import { openApiDocument } from "./openapi.js";
 import { PAGE_HTML, PAGE_SCRIPT } from "./page.js";
 import { listHosts, listProvisionings } from "./status.js";
+import { withUrls } from "./store.js";
 import { CALLER_HEADER, type Uploads } from "./uploads.js";
 
 export const API = "/api/v1";
@@ -38,6 +39,8 @@ export const ROUTES = [
 
 export interface ApiServerOptions {
   uploads: Uploads;
+  /** The file server's base URL for a request's Host header. */
+  filesBase: (host: string | undefined) => string;
   auth: Authenticator;
   clients: Clients;
   log: Logger;
@@ -129,7 +132,8 @@ export class ApiServer {
     if (path === UPLOADS_PATH || path.startsWith(`${UPLOADS_PATH}/`)) {
       if (method === "GET" && path === UPLOADS_PATH) {
         await this.check(req, LIST_UPLOADS);
-        return sendJson(res, 200, { items: await this.o.uploads.list() });
+        const base = this.o.filesBase(req.headers.host);
+        return sendJson(res, 200, { items: (await this.o.uploads.list()).map((u) => withUrls(u, base)) });
       }
       if (method === "OPTIONS") return this.o.uploads.handle(req, res);
       if (!["POST", "HEAD", "PATCH", "DELETE"].includes(method)) throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
@@ -165,7 +169,8 @@ export class ApiServer {
         return sendJson(res, 200, openApiDocument());
       case `${API}/os-images`: {
         await this.check(req, LIST_UPLOADS);
-        const images = (await this.o.uploads.list()).filter((u) => u.kind === "os-image" && u.state === "published");
+        const base = this.o.filesBase(req.headers.host);
+        const images = (await this.o.uploads.list()).filter((u) => u.kind === "os-image" && u.state === "published").map((u) => withUrls(u, base));
         return sendJson(res, 200, {
           items: images.map((u) => ({ name: u.name, url: u.url, checksum: u.checksumUrl, checksumType: "sha256", sha256: u.sha256, format: u.format, size: u.size, published: u.finished })),
         });

@@ -34,13 +34,16 @@ export interface UploadRecord {
   user?: string;
   created?: string;
   finished?: string;
-  /** file and os-image: where the file server serves it; container-image: the pull reference by digest. */
+  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
+  path?: string;
+  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
   url?: string;
   /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
   digest?: string;
   /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
   format?: string;
-  /** os-image: the checksum file's URL (BareMetalHost spec.image.checksum). */
+  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
+  checksumPath?: string;
   checksumUrl?: string;
   error?: string;
   /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
@@ -113,4 +116,14 @@ export async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");
   await pipeline(createReadStream(path, { highWaterMark: 1 << 20 }), hash);
   return hash.digest("hex");
+}
+
+/** Adds the file server's URLs to a record: `filesBase` is e.g. http://192.168.1.10:8080. */
+export function withUrls(record: UploadRecord, filesBase: string): UploadRecord {
+  const base = filesBase.replace(/\/+$/, "");
+  return {
+    ...record,
+    ...(record.path ? { url: `${base}${record.path}` } : {}),
+    ...(record.checksumPath ? { checksumUrl: `${base}${record.checksumPath}` } : {}),
+  };
 }

@@ -15,10 +15,10 @@ import { FileStore } from "@tus/file-store";
 import { Server as TusServer, type Upload } from "@tus/server";
 import type { Logger } from "../controller/log.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from "./kinds.js";
-import { publishFile, type FileServer } from "./publish-file.js";
+import { publishFile } from "./publish-file.js";
 import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
-import { sha256File, type Store, type UploadRecord } from "./store.js";
+import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js";
 
 /** The header the server sets (after authentication) to tell the tus hooks who called. */
 export const CALLER_HEADER = "x-bpa-authenticated-user";
@@ -32,7 +32,8 @@ export interface UploadOptions {
   reserveBytes: number;
   /** Unfinished uploads are removed this long after their creation. */
   expirationMs: number;
-  fileServer: FileServer;
+  /** The file server's base URL for a request's Host (configured, or that host at port 8080). */
+  filesBase: (host: string | null) => string;
   /** A registry client with current credentials (read at each push), and the host nodes pull from. */
   registry: () => Promise<{ client: RegistryClient; pullHost: string }>;
   log: Logger;
@@ -72,8 +73,8 @@ export class Uploads {
       relativeLocation: true,
       // Creation needs the whole length: free space and the size limit are checked up front.
       onUploadCreate: (req, upload) => this.serialised(() => this.onCreate(req.headers.get(CALLER_HEADER) ?? "", upload)),
-      onUploadFinish: async (_req, upload) => {
-        const record = await this.finish(upload);
+      onUploadFinish: async (req, upload) => {
+        const record = withUrls(await this.finish(upload), o.filesBase(req.headers.get("host")));
         return { status_code: 200, headers: { "content-type": "application/json" }, body: `${JSON.stringify(record)}\n` };
       },
       onResponseError: async (_req, error) => this.explainWriteError(error),
@@ -186,10 +187,10 @@ export class Uploads {
         const pushed = await pushImageArchive(source, join(this.o.store.work, upload.id), record.name, client, pullHost);
         Object.assign(record, { digest: pushed.digest, url: pushed.url });
       } else {
-        Object.assign(record, await publishFile(this.o.store, this.o.fileServer, record, source));
+        Object.assign(record, await publishFile(this.o.store, record, source));
       }
       record.state = "published";
-      log.info("published", { digest: record.digest, url: record.url });
+      log.info("published", { digest: record.digest, where: record.path ?? record.url });
     } catch (error) {
       const status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
       record.state = status === 422 ? "rejected" : "failed";
