@@ -7,7 +7,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
-import type { Clients } from "../controller/kube.js";
+import { errorMessage, statusCode, type Clients } from "../controller/kube.js";
 import type { Logger } from "../controller/log.js";
 import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Permission } from "./auth.js";
 import { RequestError } from "./kinds.js";
@@ -15,7 +15,7 @@ import { openApiDocument } from "./openapi.js";
 import { PAGE_HTML, PAGE_SCRIPT } from "./page.js";
 import { listHosts, listProvisionings } from "./status.js";
 import { withUrls } from "./store.js";
-import { CALLER_HEADER, type Uploads } from "./uploads.js";
+import type { Uploads } from "./uploads.js";
 
 export const API = "/api/v1";
 export const UPLOADS_PATH = `${API}/uploads`;
@@ -67,9 +67,13 @@ export class ApiServer {
   constructor(private readonly o: ApiServerOptions) {
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       this.route(req, res).catch((error: unknown) => {
-        const status = error instanceof RequestError ? error.status : 500;
-        if (status === 500) o.log.error("request failed", { method: req.method, url: req.url, error: String((error as Error)?.stack ?? error) });
-        if (!res.headersSent) sendError(res, status, status === 500 ? `internal error: ${(error as Error).message}` : (error as Error).message);
+        // The Kubernetes API busy or starting (429, 503): the caller may retry.
+        const kubeStatus = statusCode(error);
+        const status = error instanceof RequestError ? error.status : kubeStatus === 429 || kubeStatus === 503 ? 503 : 500;
+        if (status === 503) res.setHeader("retry-after", "5");
+        const message = error instanceof RequestError ? error.message : errorMessage(error);
+        if (status === 500) o.log.error("request failed", { method: req.method, url: req.url, error: message });
+        if (!res.headersSent) sendError(res, status, status === 500 ? `internal error: ${message}` : message);
         else res.destroy();
       });
     };
@@ -126,8 +130,6 @@ export class ApiServer {
     const url = new URL(req.url ?? "/", "http://localhost");
     const path = url.pathname.replace(/\/+$/, "") || "/";
     const method = req.method ?? "GET";
-    // Never trust a client's claim of who it is.
-    delete req.headers[CALLER_HEADER];
 
     if (path === UPLOADS_PATH || path.startsWith(`${UPLOADS_PATH}/`)) {
       if (method === "GET" && path === UPLOADS_PATH) {
@@ -145,8 +147,7 @@ export class ApiServer {
       } else if (method !== "POST") {
         throw new RequestError(405, `${method} ${path}: only POST creates an upload`);
       }
-      req.headers[CALLER_HEADER] = user;
-      return this.o.uploads.handle(req, res);
+      return this.o.uploads.handle(req, res, user);
     }
     if (method !== "GET" && method !== "HEAD") throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
     switch (path) {

@@ -12,7 +12,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { FileStore } from "@tus/file-store";
-import { Server as TusServer, type Upload } from "@tus/server";
+import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
 import type { Logger } from "../controller/log.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from "./kinds.js";
 import { publishFile } from "./publish-file.js";
@@ -20,8 +20,13 @@ import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
 import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js";
 
-/** The header the server sets (after authentication) to tell the tus hooks who called. */
-export const CALLER_HEADER = "x-bpa-authenticated-user";
+/** Who sent a request, set by the server after authentication, read by the tus hooks. */
+const callers = new WeakMap<IncomingMessage, string>();
+
+/** The node request under the web Request that @tus/server (srvx) hands its hooks. */
+function nodeRequest(req: unknown): IncomingMessage | undefined {
+  return (req as { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
+}
 
 export interface UploadOptions {
   store: Store;
@@ -53,6 +58,8 @@ export class Uploads {
   private readonly datastore: FileStore;
   /** kind:name -> id of the unfinished upload that holds the name. */
   private readonly claims = new Map<string, string>();
+  /** Ids accepted by onCreate that the store has not created yet. */
+  private readonly creating = new Set<string>();
   /** id -> state while verifying or publishing. */
   private readonly busy = new Map<string, "verifying" | "publishing">();
   /** id -> bytes this process received for it (tests and the benchmark check resumes with it). */
@@ -72,13 +79,19 @@ export class Uploads {
       datastore: this.datastore,
       relativeLocation: true,
       // Creation needs the whole length: free space and the size limit are checked up front.
-      onUploadCreate: (req, upload) => this.serialised(() => this.onCreate(req.headers.get(CALLER_HEADER) ?? "", upload)),
+      onUploadCreate: (req, upload) => {
+        const node = nodeRequest(req);
+        const user = node ? callers.get(node) : undefined;
+        if (!user) throw tusError(500, "internal error: the upload request reached the store unauthenticated");
+        return this.serialised(() => this.onCreate(user, upload));
+      },
       onUploadFinish: async (req, upload) => {
         const record = withUrls(await this.finish(upload), o.filesBase(req.headers.get("host")));
         return { status_code: 200, headers: { "content-type": "application/json" }, body: `${JSON.stringify(record)}\n` };
       },
       onResponseError: async (_req, error) => this.explainWriteError(error),
     });
+    this.tus.on(EVENTS.POST_CREATE, (_req: unknown, upload: Upload) => this.creating.delete(upload.id));
   }
 
   async start(): Promise<void> {
@@ -99,7 +112,9 @@ export class Uploads {
     if (this.expiryTimer) clearInterval(this.expiryTimer);
   }
 
-  handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Hands an authenticated request (user = who sent it) to the tus server. */
+  handle(req: IncomingMessage, res: ServerResponse, user?: string): Promise<void> {
+    if (user) callers.set(req, user);
     return this.tus.handle(req, res);
   }
 
@@ -131,7 +146,7 @@ export class Uploads {
       throw tusError(413, `${request.kind} "${request.name}" is ${human(size)} (${size} bytes), over this appliance's limit of ${human(this.o.maxUploadBytes)}: split it, or raise the limit (BPA_API_MAX_UPLOAD_BYTES of Deployment bpa-system/bpa-api)`);
     }
     const holder = this.claims.get(key(request.kind, request.name));
-    if (holder && (await this.datastore.getUpload(holder).catch(() => undefined))) {
+    if (holder && (this.creating.has(holder) || (await this.datastore.getUpload(holder).catch(() => undefined)))) {
       throw tusError(409, `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`);
     }
     const unpacked = request.kind === "container-image" ? size : 0; // the archive is unpacked before the push
@@ -148,16 +163,19 @@ export class Uploads {
       );
     }
     this.claims.set(key(request.kind, request.name), upload.id);
+    this.creating.add(upload.id);
+    setTimeout(() => this.creating.delete(upload.id), 60_000).unref();
     const filename = upload.metadata?.filename;
     return { metadata: { kind: request.kind, name: request.name, sha256: request.sha256, user, ...(filename ? { filename } : {}) } };
   }
 
   /** A write that failed because the disk is full says so (tus' own answer is a bare 500). */
   private async explainWriteError(error: Error | { status_code: number; body: string }) {
-    if (!("status_code" in error) || error.status_code !== 500) return undefined;
+    const failedWrite = "status_code" in error ? error.status_code === 500 : (error as NodeJS.ErrnoException).code === "ENOSPC" || /ENOSPC/.test(error.message);
+    if (!failedWrite) return undefined;
     const free = await this.o.store.freeBytes().catch(() => Number.NaN);
-    if (free > 1024 * 1024) return undefined;
-    return tusError(507, `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) and resume`);
+    if (!(free < 1024 * 1024)) return undefined;
+    return tusError(507, `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) or other files, then resume (HEAD for the offset)`);
   }
 
   /** Verifies a complete upload, then publishes it; the record says how it ended. */
