@@ -18,7 +18,8 @@ import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import { applyCrds, clients, createHost, createProvisioning, deleteNamespace, kubeConfig, newNamespace, setJobStatus, waitFor } from "./helpers.js";
+import type { V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
+import { applyCrds, clients, createHost, createProvisioning, deleteNamespace, kubeConfig, loadKubeYaml, newNamespace, setJobStatus, waitFor } from "./helpers.js";
 import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
@@ -62,6 +63,33 @@ async function records(client = viewer): Promise<UploadRecord[]> {
   expect(reply.status).toBe(200);
   return reply.body.items;
 }
+
+describe("the manifests", () => {
+  it("the API's Deployment, Service, volume and claim are accepted, within the restricted Pod Security level", async () => {
+    const restricted = await newNamespace(c, "rest-psa");
+    try {
+      await c.core.patchNamespace({ name: restricted, body: { metadata: { labels: { "pod-security.kubernetes.io/enforce": "restricted" } } } }, mergePatch);
+      await c.core.createNamespacedServiceAccount({ namespace: restricted, body: { metadata: { name: "bpa-api" } } });
+      const docs = await loadKubeYaml<{ kind: string; metadata: { name: string; namespace?: string } }>("manifests/bpa/api.yaml");
+      const byKind = (kind: string) => docs.filter((d) => d.kind === kind).map((d) => ({ ...d, metadata: { ...d.metadata, namespace: restricted } }));
+      const [deployment] = byKind("Deployment") as V1Deployment[];
+      expect(deployment!.spec!.template.spec!.volumes!.every((v) => !v.hostPath)).toBe(true);
+      // A pod is what Pod Security admission checks: the Deployment's template as a pod, server-side dry run.
+      await c.core.createNamespacedPod({ namespace: restricted, dryRun: "All", body: { metadata: { name: "bpa-api-psa" }, spec: deployment!.spec!.template.spec! } });
+      // ... and the level is enforced here: the same pod with a hostPath volume is refused.
+      const withHostPath = { ...deployment!.spec!.template.spec!, volumes: [...deployment!.spec!.template.spec!.volumes!, { name: "host", hostPath: { path: "/var/lib" } }] };
+      await expect(c.core.createNamespacedPod({ namespace: restricted, dryRun: "All", body: { metadata: { name: "bpa-api-psa" }, spec: withHostPath } })).rejects.toThrow(/violates PodSecurity .*restricted:latest.*uses restricted volume type .*hostPath/);
+      await c.apps.createNamespacedDeployment({ namespace: restricted, dryRun: "All", body: deployment! });
+      await c.core.createNamespacedService({ namespace: restricted, dryRun: "All", body: (byKind("Service") as V1Service[])[0]! });
+      await c.core.createNamespacedPersistentVolumeClaim({ namespace: restricted, dryRun: "All", body: (byKind("PersistentVolumeClaim") as V1PersistentVolumeClaim[])[0]! });
+      const pv = docs.find((d) => d.kind === "PersistentVolume") as V1PersistentVolume;
+      await c.core.createPersistentVolume({ dryRun: "All", body: pv });
+      expect(pv.spec!.hostPath!.path).toBe("/var/lib/icn-bootstrap/bpa-api");
+    } finally {
+      await deleteNamespace(c, restricted);
+    }
+  });
+});
 
 describe("who may do what", () => {
   it("serves the OpenAPI document and the page to anyone, describing every route it answers", async () => {
