@@ -5,37 +5,16 @@
  * ServiceAccount tokens (TokenRequest, as `kubectl create token`); a small HTTPS client
  * that speaks tus as curl users do.
  */
-import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding } from "@kubernetes/client-node";
 import { isConflict, type Clients } from "../../../bpa/controller/kube.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
 import { startApi, type RunningApi } from "../../../bpa/rest/main.js";
-import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
+import type { TestTls } from "../../fixtures/bpa/server-tls.js";
 import { loadKubeYaml, testLogger } from "./helpers.js";
 
-export interface TestTls {
-  ca: string;
-  certFile: string;
-  keyFile: string;
-}
-
-/** A CA and a server certificate for 127.0.0.1 and localhost, as the site certificate is made. */
-export function makeServerTls(): TestTls {
-  const ca = makeTestCA("ICN test site CA");
-  const dir = mkdtempSync(join(tmpdir(), "icn-api-tls-"));
-  writeFileSync(join(dir, "ca.crt"), ca.pem);
-  writeFileSync(join(dir, "ca.key"), ca.keyPem);
-  writeFileSync(join(dir, "ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-  const openssl = (args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
-  openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=bootstrap.icn"]);
-  openssl(["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "tls.crt"]);
-  return { ca: ca.pem, certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") };
-}
+export { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
 
 /** Creates what manifests/bpa/api.yaml grants, with its namespaced parts moved to `ns` and its cluster-wide bindings renamed for it. */
 export async function applyApiRbac(c: Clients, ns: string): Promise<void> {
