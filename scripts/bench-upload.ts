@@ -7,7 +7,8 @@
  *   curl      curl -T over HTTPS to a minimal Node server that writes the body to a file
  *             (what a plain upload costs: TLS, one stream, no protocol);
  *   upload    icn-bootstrap upload (tus-js-client) to `bpa api` run as its own process
- *             against a real kube-apiserver (token checked by TokenReview/SAR), including
+ *             from the image's bundle (npm run build:bpa; node out/bpa/bpa.mjs api) against a
+ *             real kube-apiserver (token checked by TokenReview/SAR), including
  *             the server's sha256 verification pass and the publishing rename.
  * Prints times, throughput and ratios against cp and curl, and peak RSS (VmHWM) of each
  * process, the API's at rest and after the upload: streaming keeps it flat.
@@ -89,8 +90,9 @@ try {
   await c.rbac.createClusterRole({ body: { metadata: { name: "bpa-api-uploader" }, rules: [{ apiGroups: ["bpa.akraino.org"], resources: ["uploads"], verbs: ["create", "get", "list"] }] } });
   await c.rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: "bench" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name: "bench", namespace: ns }] } });
   const token = (await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: "bench", body: { spec: { audiences: [], expirationSeconds: 7200 } } })).status!.token;
+  await execa("npm", ["run", "--silent", "build:bpa"], { cwd: root });
   const apiPort = await freePort();
-  const api = spawn(process.execPath, ["--import", "tsx", "bpa/main.ts", "api", "--kubeconfig", kube.kubeconfigPath, "--port", String(apiPort), "--tls-cert", tls.certFile, "--tls-key", tls.keyFile, "--state-dir", join(work, "state")], {
+  const api = spawn(process.execPath, ["out/bpa/bpa.mjs", "api", "--kubeconfig", kube.kubeconfigPath, "--port", String(apiPort), "--tls-cert", tls.certFile, "--tls-key", tls.keyFile, "--state-dir", join(work, "state")], {
     cwd: root,
     env: { ...process.env, POD_NAMESPACE: ns, BPA_API_RESERVE_BYTES: "0", BPA_LOG_LEVEL: "warn" },
     stdio: ["ignore", "inherit", "inherit"],

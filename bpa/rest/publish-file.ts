@@ -5,8 +5,8 @@
  * os-images/<name> with <name>.sha256sum (what a BareMetalHost's spec.image.checksum
  * points at) and their format read from the first bytes.
  */
-import { open, chmod, rename } from "node:fs/promises";
-import { join } from "node:path";
+import { chmod, mkdir, open, rename } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { writeAtomically, type Store, type UploadRecord } from "./store.js";
 
 /** qcow2 files start with "QFI\xfb"; anything else is served as raw. */
@@ -24,6 +24,7 @@ export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {
 export async function publishFile(store: Store, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
   if (record.kind === "file") {
     const target = join(store.published, "uploads", record.name);
+    await mkdir(dirname(target), { recursive: true, mode: 0o755 });
     // The checksum file first: a reader that sees the new file can check it against it.
     await writeAtomically(`${target}.sha256`, `${record.sha256}  ${record.name.split("/").pop()}\n`);
     await chmod(source, 0o644);

@@ -13,7 +13,9 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../builder/registry/server.js";
 import { mergePatch } from "../../../bpa/controller/kube.js";
+import { REPO } from "../../helpers/cli.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
@@ -274,6 +276,42 @@ describe("uploads", () => {
     for (const client of [uploader, viewer, nobody, anonymous]) (client as { base: string }).base = base;
     await waitFor("the restarted server to publish restart.bin", async () => existsSync(published("uploads", "restart.bin")));
     expect(sha256(await readFile(published("uploads", "restart.bin")))).toBe(sha256(data));
+  });
+});
+
+describe.runIf(root)("the file server (nginx with the shipped icn-bootstrap-files.conf)", () => {
+  it("serves published files and OS images at /uploads/ and /os-images/, and nothing of the upload store", async () => {
+    const data = randomBytes(10_000);
+    expect((await uploader.upload("file", "served/tool.bin", data)).status).toBe(200);
+    const created = await uploader.create({ kind: "file", name: "secret-in-progress.bin", sha256: sha256("y") }, 100);
+    const inProgressId = String(created.headers.location).split("/").pop()!;
+    await writeFile(published("uploads", ".tmp-partial"), "partial");
+    const work = await mkdtemp(join(tmpdir(), "icn-files-nginx-"));
+    const port = await freePort();
+    const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-files.conf"), "utf8"))
+      .replaceAll("/var/lib/icn-bootstrap/bpa-api/", `${stateDir}/`)
+      .replace("root /srv/icn-bootstrap/files;", `root ${work};`)
+      .replace("listen 8080 default_server;", `listen 127.0.0.1:${port} default_server;`)
+      .replace("listen [::]:8080 default_server;", "");
+    await writeFile(join(work, "site.conf"), site);
+    await writeFile(join(work, "nginx.conf"), `user root;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${work}/site.conf;\n}\n`);
+    const nginx = (...args: string[]) => execa("nginx", ["-p", work, "-c", join(work, "nginx.conf"), ...args]);
+    await nginx();
+    try {
+      const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`);
+      const file = await get("/uploads/served/tool.bin");
+      expect(file.status).toBe(200);
+      expect(Buffer.from(await file.arrayBuffer()).equals(data)).toBe(true);
+      expect(await (await get("/uploads/served/tool.bin.sha256")).text()).toBe(`${sha256(data)}  tool.bin\n`);
+      expect((await get("/os-images/ubuntu-test.qcow2.sha256sum")).status).toBe(200);
+      expect((await get("/uploads/.tmp-partial")).status).toBe(404);
+      expect((await get(`/uploads/../incoming/${inProgressId}`)).status).not.toBe(200);
+      expect((await get(`/incoming/${inProgressId}`)).status).toBe(404);
+      expect((await get("/uploads/secret-in-progress.bin")).status).toBe(404);
+    } finally {
+      await nginx("-s", "stop").catch(() => undefined);
+      await rm(work, { recursive: true, force: true });
+    }
   });
 });
 
