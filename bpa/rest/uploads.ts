@@ -78,6 +78,8 @@ export class Uploads {
       path: o.path,
       datastore: this.datastore,
       relativeLocation: true,
+      // No cross-origin use: the API's own status page is same-origin, other sites get no CORS grant.
+      allowedOrigins: () => false,
       // Creation needs the whole length: free space and the size limit are checked up front.
       onUploadCreate: (req, upload) => {
         const node = nodeRequest(req);
