@@ -79,7 +79,11 @@ options:
     } catch (error) {
       if (process.stderr.isTTY) process.stderr.write("\n");
       if (error instanceof UploadFailed) {
-        throw new UserError(`upload of ${file} as ${kind} "${values.name}" failed: ${error.message}`, error.status && error.status < 500 ? "see the message" : "run the same command again to resume");
+        throw new UserError(`upload of ${file} as ${kind} "${values.name}" failed: ${error.message}`, error.status === undefined
+            ? "check --server (https://<appliance>:30443) and the network, then run the same command again: it resumes"
+            : error.status < 500
+              ? "see the message"
+              : "run the same command again: it resumes where the appliance stopped receiving");
       }
       throw error;
     }
