@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { x as untar } from "tar";
 import { RequestError, parseImageName } from "./kinds.js";
 import { RegistryClient } from "./registry.js";
@@ -77,10 +77,16 @@ async function fromDockerSave(dir: string): Promise<{ manifest: Buffer; files: M
   if (list.length !== 1) throw new RequestError(422, `the docker save archive holds ${list.length} images: upload one image per archive (docker save IMAGE)`);
   const files = new Map<string, string>();
   const describe = async (relative: string, mediaType: string): Promise<Descriptor> => {
-    const path = join(dir, relative);
+    // Only files of the archive itself: a path out of it would push the server's own files.
+    const path = resolve(dir, relative);
+    if (typeof relative !== "string" || !path.startsWith(`${resolve(dir)}/`)) {
+      throw new RequestError(422, `the docker save archive's manifest.json names "${String(relative)}", which is not a file of the archive`);
+    }
+    const info = await stat(path).catch(() => undefined);
+    if (!info?.isFile()) throw new RequestError(422, `the docker save archive lacks "${relative}" (named in its manifest.json): export the whole image with docker save IMAGE -o FILE`);
     const digest = `sha256:${await sha256File(path)}`;
     files.set(digest, path);
-    return { mediaType, digest, size: (await stat(path)).size };
+    return { mediaType, digest, size: info.size };
   };
   const config = await describe(list[0]!.Config, "application/vnd.oci.image.config.v1+json");
   const layers: Descriptor[] = [];
@@ -102,7 +108,8 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
   await mkdir(workDir, { recursive: true });
   try {
     try {
-      await untar({ file: archive, cwd: workDir, strict: true, preservePaths: false });
+      // Regular files and directories only: no links that could point out of the archive.
+      await untar({ file: archive, cwd: workDir, strict: true, preservePaths: false, filter: (_path, entry) => "type" in entry && (entry.type === "File" || entry.type === "OldFile" || entry.type === "Directory") });
     } catch (error) {
       throw new RequestError(422, `the container image upload is not a tar archive (${(error as Error).message}): upload an OCI layout as a tar (skopeo copy IMAGE oci-archive:FILE) or a docker save archive`);
     }

@@ -195,6 +195,7 @@ export class Uploads {
     };
     const source = this.o.store.uploadPath(upload.id);
     const log = this.o.log.child({ upload: upload.id, kind: record.kind, name: record.name });
+    let status = 200;
     try {
       this.busy.set(upload.id, "verifying");
       const actual = await sha256File(source);
@@ -212,7 +213,7 @@ export class Uploads {
       record.state = "published";
       log.info("published", { digest: record.digest, where: record.path ?? record.url });
     } catch (error) {
-      const status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
+      status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
       record.state = status === 422 ? "rejected" : "failed";
       record.error = (error as Error).message;
       log.warn(`upload ${record.state}`, { error: record.error });
@@ -228,10 +229,7 @@ export class Uploads {
     await rm(source, { force: true });
     await this.datastore.configstore.delete(upload.id).catch(() => undefined);
     if (this.claims.get(key(record.kind, record.name)) === upload.id) this.claims.delete(key(record.kind, record.name));
-    if (record.state !== "published") {
-      const status = record.state === "rejected" ? 422 : 502;
-      throw tusError(status, record.error!);
-    }
+    if (record.state !== "published") throw tusError(status, record.error!);
     return record;
   }
 

@@ -170,4 +170,31 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
     const tags = await skopeo(["list-tags", "--cert-dir", registry.certDir, `docker://${registry.address}/site/nothing`]);
     expect(tags.ok).toBe(false);
   });
+
+  it("refuses a docker save archive whose manifest names files out of the archive, or links: the server's own files are never pushed", async () => {
+    const dir = join(work, "escape");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "config.json"), "{}");
+    await writeFile(join(dir, "manifest.json"), JSON.stringify([{ Config: "config.json", RepoTags: ["x:1"], Layers: ["../../../../../../etc/hostname"] }]));
+    const archive = join(work, "escape.tar");
+    await tarCreate({ cwd: dir, file: archive }, ["manifest.json", "config.json"]);
+    const reply = await uploader.upload("container-image", "site/escape:1", await readFile(archive));
+    expect(reply.status).toBe(422);
+    expect(reply.body).toContain('names "../../../../../../etc/hostname", which is not a file of the archive');
+
+    // A layer that is a symbolic link to a file of the server: not unpacked, so the blob is missing.
+    const linked = join(work, "linked");
+    await mkdir(join(linked, "layer"), { recursive: true });
+    await writeFile(join(linked, "config.json"), "{}");
+    await execa("ln", ["-s", "/etc/hostname", join(linked, "layer/layer.tar")]);
+    await writeFile(join(linked, "manifest.json"), JSON.stringify([{ Config: "config.json", RepoTags: ["x:1"], Layers: ["layer/layer.tar"] }]));
+    const linkedArchive = join(work, "linked.tar");
+    await tarCreate({ cwd: linked, file: linkedArchive }, ["manifest.json", "config.json", "layer"]);
+    const refused = await uploader.upload("container-image", "site/escape:2", await readFile(linkedArchive));
+    expect(refused.status).toBe(422);
+    expect(refused.body).toContain('the docker save archive lacks "layer/layer.tar"');
+    for (const name of ["site/escape"]) {
+      expect((await skopeo(["list-tags", "--cert-dir", registry.certDir, `docker://${registry.address}/${name}`])).ok).toBe(false);
+    }
+  });
 });
