@@ -44,6 +44,7 @@ function nameProblem(kind: Kind, name: string): string | undefined {
     if (name.length > 1024 || !segments.every((s) => SEGMENT.test(s))) {
       return `name "${name}" is not a relative file path: use segments of letters, digits and . _ + - separated by /, none starting with a dot (e.g. kubespray/v2.31.0/calicoctl)`;
     }
+    if (name.endsWith(".sha256")) return `name "${name}" ends like a checksum file: those are written by the server`;
     return undefined;
   }
   if (kind === "os-image") {

@@ -114,7 +114,7 @@ export function openApiDocument(): Record<string, unknown> {
           responses: {
             "204": { description: "Bytes stored; more to come" },
             "200": { description: "The last bytes: verified and published", content: { "application/json": { schema: { $ref: "#/components/schemas/Upload" } } } },
-            "409": { description: "Upload-Offset is not where the upload is (HEAD tells)" },
+            "409": { description: "Upload-Offset is not where the upload is (HEAD tells); or, on the last PATCH, the name clashes with what is published (nothing published)" },
             "422": { description: "sha256 mismatch or a bad image archive: nothing published, the upload removed" },
             "502": { description: "The registry refused the push (e.g. a shipped tag): nothing published" },
             "507": { description: "The disk filled up: received bytes are kept; free space and resume" },

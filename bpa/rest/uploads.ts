@@ -214,7 +214,7 @@ export class Uploads {
       log.info("published", { digest: record.digest, where: record.path ?? record.url });
     } catch (error) {
       status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
-      record.state = status === 422 ? "rejected" : "failed";
+      record.state = status < 500 ? "rejected" : "failed";
       record.error = (error as Error).message;
       log.warn(`upload ${record.state}`, { error: record.error });
     } finally {

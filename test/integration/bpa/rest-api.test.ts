@@ -245,6 +245,17 @@ describe("uploads", () => {
     expect(states).toEqual(["published", "replaced"]);
   });
 
+  it("refuses a name that clashes with what is published (409), leaving the published files as they were", async () => {
+    const before = await readdir(published("uploads", "tools"));
+    const reply = await uploader.upload("file", "tools", randomBytes(1000)); // tools/ is a directory (tools/big.bin)
+    expect(reply.status).toBe(409);
+    expect(reply.body).toContain('name "tools" clashes with what is published');
+    expect(existsSync(published("uploads", "tools.sha256"))).toBe(false);
+    expect(await readdir(published("uploads", "tools"))).toEqual(before);
+    expect((await readdir(published("uploads"))).filter((f) => f.startsWith("."))).toEqual([]);
+    expect((await records()).find((r) => r.name === "tools")).toMatchObject({ state: "rejected" });
+  });
+
   it("publishes an OS image with its checksum file and lists it as a BareMetalHost's spec.image takes it", async () => {
     const qcow2 = Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 3]), randomBytes(65_536)]);
     const reply = await uploader.upload("os-image", "ubuntu-test.qcow2", qcow2);
