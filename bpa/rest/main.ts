@@ -87,7 +87,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
     auth: new Authenticator(kc, config.namespace),
     clients,
     log,
-    ...(config.plainHttp ? {} : { tls: { certFile: config.tlsCert!, keyFile: config.tlsKey! } }),
+    ...(config.plainHttp ? {} : { tls: { certFile: config.tlsCert!, keyFile: config.tlsKey!, reloadMs: config.tlsReloadSeconds * 1000 } }),
   });
   const port = await server.listen(config.port, config.host);
   log.info("REST API listening", { port, tls: !config.plainHttp, stateDir: config.stateDir });

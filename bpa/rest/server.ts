@@ -44,7 +44,8 @@ export interface ApiServerOptions {
   auth: Authenticator;
   clients: Clients;
   log: Logger;
-  tls?: { certFile: string; keyFile: string };
+  /** PEM files, re-read when the certificate file changes (checked every reloadMs). */
+  tls?: { certFile: string; keyFile: string; reloadMs?: number };
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -94,7 +95,7 @@ export class ApiServer {
         } catch (error) {
           o.log.warn("cannot reload the TLS certificate", { error: String(error) });
         }
-      }, 30_000);
+      }, o.tls.reloadMs ?? 30_000);
       this.tlsTimer.unref();
       this.server = https;
     } else {

@@ -93,6 +93,39 @@ describe("the manifests", () => {
   });
 });
 
+describe("TLS", () => {
+  it("serves the site certificate, and a re-issued one (new addresses) without a restart", async () => {
+    const certOf = (client: ApiClient) =>
+      new Promise<string>((resolve, reject) => {
+        const req = request(new URL("/healthz", client.base), { ca: client.ca }, (res) => {
+          res.resume();
+          resolve((res.socket as import("node:tls").TLSSocket).getPeerCertificate().fingerprint256);
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    const dir = await mkdtemp(join(tmpdir(), "icn-api-reload-"));
+    const first = makeServerTls();
+    await writeFile(join(dir, "tls.crt"), await readFile(first.certFile));
+    await writeFile(join(dir, "tls.key"), await readFile(first.keyFile));
+    const reloading = await startTestApi(kc, ns, join(dir, "state"), { ca: first.ca, certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") }, { BPA_API_TLS_RELOAD_SECONDS: "0.2" });
+    try {
+      const url = `https://127.0.0.1:${reloading.port}`;
+      const before = await certOf(new ApiClient(url, first.ca));
+      await expect(certOf(new ApiClient(url, tls.ca))).rejects.toThrow(/self[- ]signed|unable to verify|certificate/);
+      // Re-issued (another CA here, to tell them apart): the key first, then the certificate, as a Secret update swaps both.
+      const second = makeServerTls();
+      await writeFile(join(dir, "tls.key"), await readFile(second.keyFile));
+      await writeFile(join(dir, "tls.crt"), await readFile(second.certFile));
+      const after = await waitFor("the new certificate to be served", async () => certOf(new ApiClient(url, second.ca)).catch(() => undefined), 10_000, 100);
+      expect(after).not.toBe(before);
+    } finally {
+      await reloading.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("who may do what", () => {
   it("serves the OpenAPI document and the page to anyone, describing every route it answers", async () => {
     const doc = await anonymous.json<{ openapi: string; paths: Record<string, Record<string, unknown>> }>("/openapi.json");
