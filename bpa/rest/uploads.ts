@@ -180,8 +180,23 @@ export class Uploads {
     return tusError(507, `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) or other files, then resume (HEAD for the offset)`);
   }
 
-  /** Verifies a complete upload, then publishes it; the record says how it ended. */
-  private async finish(upload: Upload): Promise<UploadRecord> {
+  /** id -> the verification and publication under way (a retried last PATCH joins it). */
+  private readonly finishing = new Map<string, Promise<UploadRecord>>();
+
+  /** Verifies a complete upload, then publishes it, once however often it is asked. */
+  private finish(upload: Upload): Promise<UploadRecord> {
+    let running = this.finishing.get(upload.id);
+    if (!running) {
+      running = this.verifyAndPublish(upload);
+      this.finishing.set(upload.id, running);
+      const forget = () => setTimeout(() => this.finishing.delete(upload.id), 60_000).unref();
+      running.then(forget, forget);
+    }
+    return running;
+  }
+
+  /** The record says how it ended; a failure also rejects with the HTTP answer. */
+  private async verifyAndPublish(upload: Upload): Promise<UploadRecord> {
     const m = upload.metadata ?? {};
     const record: UploadRecord = {
       id: upload.id,
