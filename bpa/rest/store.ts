@@ -65,7 +65,12 @@ export class Store {
 
   async init(): Promise<void> {
     for (const dir of [this.incoming, this.work, join(this.published, "uploads"), join(this.published, "os-images"), this.records]) {
-      await mkdir(dir, { recursive: true, mode: 0o755 });
+      await mkdir(dir, { recursive: true, mode: 0o755 }).catch((error: NodeJS.ErrnoException) => {
+        throw new Error(
+          `cannot use the upload store ${this.root} (${error.code ?? error.message}) as uid ${process.getuid?.()}: ` +
+            `on the appliance systemd-tmpfiles makes /var/lib/icn-bootstrap/bpa-api owned by 65532 (/usr/lib/tmpfiles.d/icn-bootstrap-bpa-api.conf); elsewhere pass a writable --state-dir`,
+        );
+      });
     }
     // Unpacked archives of pushes that a restart interrupted: their uploads are redone or failed.
     for (const entry of await readdir(this.work)) await rm(join(this.work, entry), { recursive: true, force: true });
