@@ -3,10 +3,11 @@
  * API over TLS (the test's certificate pinned by its public key, nothing else trusted),
  * given a viewer's token in the URL fragment, shows Provisionings, hosts and uploads read
  * through the API; the screenshot shows the header and the green and red state badges.
- * Without a token it asks for one and shows no data.
+ * Without a token it asks for one and shows no data. BPA_PAGE_SCREENSHOT=FILE keeps the
+ * screenshot.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -94,6 +95,7 @@ describe("the status page in Chromium", () => {
     const shot = join(work, "page.png");
     const run = await browse([`--screenshot=${shot}`], `${url}#token=${viewerToken}`);
     expect(run.exitCode, run.stderr.slice(-2000)).toBe(0);
+    if (process.env.BPA_PAGE_SCREENSHOT) await copyFile(shot, process.env.BPA_PAGE_SCREENSHOT); // to look at it
     const image = decodePng(await readFile(shot));
     expect([image.width, image.height]).toEqual([1280, 900]);
     expect(countColor(image, "#1f3a5f")).toBeGreaterThan(1280 * 30); // the header bar
