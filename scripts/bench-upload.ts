@@ -58,7 +58,7 @@ try {
   // ------------------------------------------------------------------ the file
   const file = join(work, "payload.bin");
   process.stderr.write(`writing ${sizeMiB} MiB of random bytes to ${file}\n`);
-  await execa("head", ["-c", String(bytes), "/dev/urandom"], { stdout: { file } });
+  await execa("sh", ["-c", `head -c ${bytes} /dev/urandom > '${file}'`]);
   const sha256 = (await execa("sha256sum", [file])).stdout.split(" ")[0]!;
   const hashSeconds = (await timed("sha256sum", [file])).seconds;
 
