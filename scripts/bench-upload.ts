@@ -67,7 +67,7 @@ try {
   await rm(join(work, "cp-copy"));
 
   // ------------------------------------------------------------------ curl to a plain sink
-  const tls = makeServerTls();
+  const tls = makeServerTls(work);
   const tlsOptions = { cert: await readFile(tls.certFile), key: await readFile(tls.keyFile) };
   const sink = createServer(tlsOptions, (req, res) => {
     void pipeline(req, createWriteStream(join(work, "curl-copy"))).then(() => res.writeHead(201).end());

@@ -42,8 +42,8 @@ beforeAll(async () => {
   await applyCrds(kc);
   ns = await newNamespace(c, "rest");
   await applyApiRbac(c, ns);
-  tls = makeServerTls();
   stateDir = await mkdtemp(join(tmpdir(), "icn-api-state-"));
+  tls = makeServerTls(stateDir); // beside the store's directories; removed with it
   api = await startTestApi(kc, ns, stateDir, tls, { BPA_API_MAX_UPLOAD_BYTES: String(64 * 1024 * 1024) });
   base = `https://127.0.0.1:${api.port}`;
   uploader = new ApiClient(base, tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
@@ -105,7 +105,7 @@ describe("TLS", () => {
         req.end();
       });
     const dir = await mkdtemp(join(tmpdir(), "icn-api-reload-"));
-    const first = makeServerTls();
+    const first = makeServerTls(dir);
     await writeFile(join(dir, "tls.crt"), await readFile(first.certFile));
     await writeFile(join(dir, "tls.key"), await readFile(first.keyFile));
     const reloading = await startTestApi(kc, ns, join(dir, "state"), { ca: first.ca, certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") }, { BPA_API_TLS_RELOAD_SECONDS: "0.2" });
@@ -114,7 +114,7 @@ describe("TLS", () => {
       const before = await certOf(new ApiClient(url, first.ca));
       await expect(certOf(new ApiClient(url, tls.ca))).rejects.toThrow(/self[- ]signed|unable to verify|certificate/);
       // Re-issued (another CA here, to tell them apart): the key first, then the certificate, as a Secret update swaps both.
-      const second = makeServerTls();
+      const second = makeServerTls(dir);
       await writeFile(join(dir, "tls.key"), await readFile(second.keyFile));
       await writeFile(join(dir, "tls.crt"), await readFile(second.certFile));
       const after = await waitFor("the new certificate to be served", async () => certOf(new ApiClient(url, second.ca)).catch(() => undefined), 10_000, 100);

@@ -31,7 +31,7 @@ beforeAll(async () => {
   ns = await newNamespace(c, "rest-cli");
   await applyApiRbac(c, ns);
   work = await mkdtemp(join(tmpdir(), "icn-rest-cli-"));
-  tls = makeServerTls();
+  tls = makeServerTls(work);
   api = await startTestApi(kc, ns, join(work, "state"), tls);
   token = await tokenFor(c, ns, "bpa-api-uploader");
 }, 120_000);

@@ -46,7 +46,7 @@ describe("the status page in Chromium", () => {
     ns = await newNamespace(c, "rest-page");
     await applyApiRbac(c, ns);
     work = await mkdtemp(join(tmpdir(), "icn-rest-page-"));
-    tls = makeServerTls();
+    tls = makeServerTls(work);
     api = await startTestApi(kc, ns, join(work, "state"), tls);
     url = `https://127.0.0.1:${api.port}/`;
     viewerToken = await tokenFor(c, ns, "bpa-api-viewer");

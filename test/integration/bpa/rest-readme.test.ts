@@ -33,7 +33,7 @@ beforeAll(async () => {
   ns = await newNamespace(c, "rest-readme");
   await applyApiRbac(c, ns);
   work = await mkdtemp(join(tmpdir(), "icn-rest-readme-"));
-  tls = makeServerTls();
+  tls = makeServerTls(work);
   api = await startTestApi(kc, ns, join(work, "state"), tls);
   token = await tokenFor(c, ns, "bpa-api-uploader");
   await writeFile(join(work, "ca.crt"), tls.ca);

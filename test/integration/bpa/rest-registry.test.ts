@@ -66,7 +66,7 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
     // What the appliance's first boot creates: the push credentials and the site CA.
     await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: registry.username, password: registry.password } } });
     await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": registry.ca } } });
-    tls = makeServerTls();
+    tls = makeServerTls(work);
     stateDir = join(work, "state");
     api = await startTestApi(kc, ns, stateDir, tls, { BPA_API_REGISTRY_URL: `https://${registry.address}`, BPA_API_PULL_HOST: registry.address });
     uploader = new ApiClient(`https://127.0.0.1:${api.port}`, tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
