@@ -2,6 +2,7 @@
  * The BPA operator's entry point.
  *
  *   npm run bpa -- [--kubeconfig PATH] [--config FILE] [--watch-namespace NS] [--no-leader-elect]
+ *   npm run bpa -- api [--port 8443 --tls-cert FILE --tls-key FILE]   (the REST API, bpa/rest/)
  *
  * In the appliance it runs in-cluster (manifests/bpa/deployment.yaml); on a workstation it
  * runs against the current kubeconfig.
@@ -13,10 +14,12 @@ import { loadConfig } from "./config/config.js";
 import { loadKubeConfig } from "./controller/kube.js";
 import { makeLogger } from "./controller/log.js";
 import { Operator } from "./operator.js";
+import { runApi } from "./rest/main.js";
 
 const HELP = `bpa — the Binary Provisioning Agent operator (Provisioning -> kubespray install)
 
 usage: bpa [options]
+       bpa api [options]      the REST API (uploads, install status): bpa api --help
 
   --kubeconfig PATH       kubeconfig to use (default: KUBECONFIG, ~/.kube/config, or in-cluster)
   --config FILE           operator configuration, YAML (default: BPA_CONFIG)
@@ -48,6 +51,7 @@ function serveHealth(port: number, operator: Operator): Server | undefined {
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "api") return runApi(argv.slice(1), loadKubeConfig);
   const { values } = parseArgs({
     args: argv,
     options: {

@@ -12,7 +12,7 @@ declare -A tools=(
   [mcopy]=mtools [zstd]=zstd [skopeo]=skopeo [docker-registry]=docker-registry
   [ansible-playbook]=ansible-core [ansible-inventory]=ansible-core [sshd]=openssh-server
   [ssh]=openssh-client [nginx]=nginx-light [go]=golang-go [ip]=iproute2 [curl]=curl
-  [openssl]=openssl [gzip]=gzip [time]=time
+  [openssl]=openssl [gzip]=gzip [time]=time [chromium]=chromium
   [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg
 )
 # data-only packages, checked by a file they ship

@@ -1,0 +1,100 @@
+/**
+ * Who is calling, and may they: the bearer token is checked by the bootstrap cluster
+ * (TokenReview), the permission by its RBAC (SubjectAccessReview). So `kubectl create
+ * token` makes credentials and a RoleBinding grants them; the API keeps no users.
+ *
+ * Permissions are RBAC verbs on the resource `uploads` of the group bpa.akraino.org in the
+ * API's namespace (no such object exists; RBAC authorises names, not objects), and `list`
+ * on `provisionings` for the install status.
+ */
+import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { BPA_GROUP } from "../api/constants.js";
+import { RequestError } from "./kinds.js";
+
+export interface Caller {
+  username: string;
+  groups: string[];
+  uid?: string;
+  extra?: Record<string, string[]>;
+}
+
+export interface Permission {
+  verb: string;
+  resource: string;
+  /** Default: bpa.akraino.org */
+  group?: string;
+  /** Namespaced to the API's namespace unless cluster-wide. */
+  clusterWide?: boolean;
+}
+
+export const UPLOAD: Permission = { verb: "create", resource: "uploads" };
+export const LIST_UPLOADS: Permission = { verb: "list", resource: "uploads" };
+export const LIST_PROVISIONINGS: Permission = { verb: "list", resource: "provisionings", clusterWide: true };
+export const LIST_HOSTS: Permission = { verb: "list", resource: "baremetalhosts", group: "metal3.io", clusterWide: true };
+
+const CACHE_MS = 10_000;
+
+export class Authenticator {
+  private readonly authn: AuthenticationV1Api;
+  private readonly authz: AuthorizationV1Api;
+  private readonly cache = new Map<string, { caller: Caller | undefined; until: number }>();
+
+  constructor(
+    kc: KubeConfig,
+    private readonly namespace: string,
+  ) {
+    this.authn = kc.makeApiClient(AuthenticationV1Api);
+    this.authz = kc.makeApiClient(AuthorizationV1Api);
+  }
+
+  /** The caller of a request with `Authorization: Bearer <token>`; 401 otherwise. */
+  async authenticate(authorization: string | undefined): Promise<Caller> {
+    const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? "");
+    if (!match) throw new RequestError(401, "no bearer token: send Authorization: Bearer $(kubectl create token SERVICEACCOUNT) (or your own Kubernetes token)");
+    const token = match[1]!;
+    const cached = this.cache.get(token);
+    let caller: Caller | undefined;
+    if (cached && cached.until > Date.now()) caller = cached.caller;
+    else {
+      const review = await this.authn.createTokenReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } } });
+      const user = review.status?.authenticated ? review.status.user : undefined;
+      caller = user?.username ? { username: user.username, groups: user.groups ?? [], ...(user.uid ? { uid: user.uid } : {}), ...(user.extra ? { extra: user.extra } : {}) } : undefined;
+      if (this.cache.size > 1000) this.cache.clear();
+      this.cache.set(token, { caller, until: Date.now() + CACHE_MS });
+    }
+    if (!caller) throw new RequestError(401, "the bearer token is not valid for the bootstrap cluster (expired, or of another cluster): make a new one with kubectl create token");
+    return caller;
+  }
+
+  /** 403 unless the cluster's RBAC allows `caller` the permission. */
+  async authorize(caller: Caller, permission: Permission): Promise<void> {
+    const review = await this.authz.createSubjectAccessReview({
+      body: {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          user: caller.username,
+          groups: caller.groups,
+          ...(caller.uid ? { uid: caller.uid } : {}),
+          ...(caller.extra ? { extra: caller.extra } : {}),
+          resourceAttributes: {
+            group: permission.group ?? BPA_GROUP,
+            resource: permission.resource,
+            verb: permission.verb,
+            ...(permission.clusterWide ? {} : { namespace: this.namespace }),
+          },
+        },
+      },
+    });
+    if (!review.status?.allowed) {
+      const where = permission.clusterWide ? "cluster-wide" : `in namespace ${this.namespace}`;
+      throw new RequestError(
+        403,
+        `${caller.username} may not ${permission.verb} ${permission.resource}.${permission.group ?? BPA_GROUP} ${where}: bind a role that grants it, e.g. ` +
+          (permission.clusterWide
+            ? `kubectl create clusterrolebinding NAME --clusterrole=bpa-api-viewer --user=${caller.username}`
+            : `kubectl -n ${this.namespace} create rolebinding NAME --clusterrole=${permission.verb === "create" ? "bpa-api-uploader" : "bpa-api-viewer"} --user=${caller.username}`),
+      );
+    }
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * What a client may upload (tus Upload-Metadata), checked before a single byte is stored:
+ * the kind, the name it is published under, and the sha256 the client states.
+ */
+
+export const KINDS = ["file", "container-image", "os-image"] as const;
+export type Kind = (typeof KINDS)[number];
+
+export interface UploadRequest {
+  kind: Kind;
+  /** file: a relative path; os-image: a file name; container-image: repository[:tag]. */
+  name: string;
+  /** 64 lowercase hex digits: the sha256 of the bytes the client sends. */
+  sha256: string;
+}
+
+const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$/;
+const REPOSITORY = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/;
+const TAG = /^[\w][\w.-]{0,127}$/;
+const SHA256 = /^[a-f0-9]{64}$/;
+
+/** An error the client caused: its HTTP status and a message naming the input and the fix. */
+export class RequestError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "RequestError";
+  }
+}
+
+/** Splits "site/app:1.0" into repository and tag (default "latest"). */
+export function parseImageName(name: string): { repository: string; tag: string } {
+  const colon = name.lastIndexOf(":");
+  const slash = name.lastIndexOf("/");
+  if (colon > slash) return { repository: name.slice(0, colon), tag: name.slice(colon + 1) };
+  return { repository: name, tag: "latest" };
+}
+
+function nameProblem(kind: Kind, name: string): string | undefined {
+  if (kind === "file") {
+    const segments = name.split("/");
+    if (name.length > 1024 || !segments.every((s) => SEGMENT.test(s))) {
+      return `name "${name}" is not a relative file path: use segments of letters, digits and . _ + - separated by /, none starting with a dot (e.g. kubespray/v2.31.0/calicoctl)`;
+    }
+    if (name.endsWith(".sha256")) return `name "${name}" ends like a checksum file: those are written by the server`;
+    return undefined;
+  }
+  if (kind === "os-image") {
+    if (!SEGMENT.test(name)) return `name "${name}" is not a file name: use letters, digits and . _ + - (e.g. ubuntu-22.04.qcow2)`;
+    if (/\.(sha256sum|sha256)$/.test(name)) return `name "${name}" ends like a checksum file: those are written by the server`;
+    return undefined;
+  }
+  const { repository, tag } = parseImageName(name);
+  if (!REPOSITORY.test(repository) || repository.length > 255) {
+    return `name "${name}" is not an image name: use repository[:tag] with a lowercase repository such as site/my-app:1.0`;
+  }
+  if (!TAG.test(tag)) return `name "${name}": tag "${tag}" is not a tag (letters, digits, _ . -, at most 128)`;
+  return undefined;
+}
+
+/** Validates tus metadata; throws a RequestError (400) naming every bad key. */
+export function parseUploadRequest(metadata: Record<string, string | null> | undefined): UploadRequest {
+  const m = metadata ?? {};
+  const problems: string[] = [];
+  const kind = m.kind ?? "";
+  if (!(KINDS as readonly string[]).includes(kind)) {
+    problems.push(`metadata "kind" is ${kind ? `"${kind}"` : "missing"}: use one of ${KINDS.join(", ")}`);
+  }
+  const name = m.name ?? "";
+  if (!name) problems.push('metadata "name" is missing: the name to publish under');
+  else if ((KINDS as readonly string[]).includes(kind)) {
+    const problem = nameProblem(kind as Kind, name);
+    if (problem) problems.push(`metadata ${problem}`);
+  }
+  const sha256 = (m.sha256 ?? "").replace(/^sha256:/, "").toLowerCase();
+  if (!SHA256.test(sha256)) {
+    problems.push(`metadata "sha256" is ${m.sha256 ? `"${m.sha256}"` : "missing"}: state the sha256 of the file (64 hex digits, e.g. from sha256sum)`);
+  }
+  if (problems.length) throw new RequestError(400, problems.join("; "));
+  return { kind: kind as Kind, name, sha256 };
+}

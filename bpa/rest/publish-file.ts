@@ -1,0 +1,72 @@
+/**
+ * Publishing a verified file on the appliance's file server: a rename from the upload
+ * store into published/ (one file system), so the final name only ever holds complete,
+ * verified bytes. Files go to uploads/<name> with <name>.sha256; OS images to
+ * os-images/<name> with <name>.sha256sum (what a BareMetalHost's spec.image.checksum
+ * points at) and their format read from the first bytes.
+ */
+import { randomBytes } from "node:crypto";
+import { chmod, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { RequestError } from "./kinds.js";
+import type { Store, UploadRecord } from "./store.js";
+
+/** qcow2 files start with "QFI\xfb"; anything else is served as raw. */
+export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {
+  const handle = await open(path, "r");
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(4), 0, 4, 0);
+    return bytesRead === 4 && buffer.equals(Buffer.from([0x51, 0x46, 0x49, 0xfb])) ? "qcow2" : "raw";
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A name that clashes with the published tree (a file where a directory is, or the reverse) is the client's to change. */
+function clash(error: unknown, name: string): never {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === "EISDIR" || code === "ENOTDIR" || code === "ENOTEMPTY" || code === "EEXIST") {
+    throw new RequestError(409, `name "${name}" clashes with what is published (a directory where the file would go, or a file where a directory is): choose another name`);
+  }
+  throw error;
+}
+
+/** Moves the verified upload at `source` to its published name; returns what the record gains (paths on the file server). */
+export async function publishFile(store: Store, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
+  return place(store, record, source).catch((error: unknown) => clash(error, record.name));
+}
+
+/**
+ * The file and its checksum file, each renamed into place: the checksum is written under a
+ * dot-name (which the file server does not serve) first, the file renamed, then the
+ * checksum. A failed rename leaves the published pair as it was.
+ */
+async function placePair(source: string, target: string, checksumTarget: string, checksumLine: string): Promise<void> {
+  await mkdir(dirname(target), { recursive: true, mode: 0o755 });
+  const pending = join(dirname(target), `.pending-${randomBytes(6).toString("hex")}`);
+  await writeFile(pending, checksumLine, { mode: 0o644 });
+  try {
+    await chmod(source, 0o644);
+    await rename(source, target);
+    await rename(pending, checksumTarget);
+  } finally {
+    await rm(pending, { force: true });
+  }
+}
+
+async function place(store: Store, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
+  if (record.kind === "file") {
+    const target = join(store.published, "uploads", record.name);
+    await placePair(source, target, `${target}.sha256`, `${record.sha256}  ${record.name.split("/").pop()}\n`);
+    return { path: `/uploads/${record.name}`, digest: `sha256:${record.sha256}` };
+  }
+  const target = join(store.published, "os-images", record.name);
+  const format = await imageFormat(source);
+  await placePair(source, target, `${target}.sha256sum`, `${record.sha256}  ${record.name}\n`);
+  return {
+    path: `/os-images/${record.name}`,
+    checksumPath: `/os-images/${record.name}.sha256sum`,
+    digest: `sha256:${record.sha256}`,
+    format,
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * The API's directory on the appliance's disk (a hostPath PersistentVolume,
+ * /var/lib/icn-bootstrap/bpa-api): it survives pod restarts and reboots.
+ *
+ *   incoming/            tus uploads in progress (<id> and <id>.json), never served
+ *   work/<id>/           a container image archive unpacked for its push
+ *   published/uploads/   files, served by the file server at /uploads/
+ *   published/os-images/ OS images and their .sha256sum files, served at /os-images/
+ *   records/<id>.json    the outcome of every finished upload (published, rejected, failed)
+ *
+ * All on one file system, so that publishing is a rename: a file appears under its final
+ * name complete and verified, or not at all.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { mkdir, readdir, readFile, rename, rm, statfs, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { pipeline } from "node:stream/promises";
+import type { Kind } from "./kinds.js";
+
+export type UploadState = "uploading" | "verifying" | "publishing" | "published" | "replaced" | "rejected" | "failed";
+
+export interface UploadRecord {
+  id: string;
+  kind: Kind;
+  name: string;
+  /** The sha256 the client stated (of the uploaded bytes). */
+  sha256: string;
+  size: number;
+  state: UploadState;
+  /** Bytes stored so far (uploads in progress). */
+  offset?: number;
+  /** Who uploaded it (the authenticated user). */
+  user?: string;
+  created?: string;
+  finished?: string;
+  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
+  path?: string;
+  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
+  url?: string;
+  /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
+  digest?: string;
+  /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
+  format?: string;
+  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
+  checksumPath?: string;
+  checksumUrl?: string;
+  error?: string;
+  /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
+  bytesReceived?: number;
+}
+
+export class Store {
+  readonly incoming: string;
+  readonly work: string;
+  readonly published: string;
+  readonly records: string;
+
+  constructor(readonly root: string) {
+    this.incoming = join(root, "incoming");
+    this.work = join(root, "work");
+    this.published = join(root, "published");
+    this.records = join(root, "records");
+  }
+
+  async init(): Promise<void> {
+    for (const dir of [this.incoming, this.work, join(this.published, "uploads"), join(this.published, "os-images"), this.records]) {
+      await mkdir(dir, { recursive: true, mode: 0o755 }).catch((error: NodeJS.ErrnoException) => {
+        throw new Error(
+          `cannot use the upload store ${this.root} (${error.code ?? error.message}) as uid ${process.getuid?.()}: ` +
+            `on the appliance systemd-tmpfiles makes /var/lib/icn-bootstrap/bpa-api owned by 65532 (/usr/lib/tmpfiles.d/icn-bootstrap-bpa-api.conf); elsewhere pass a writable --state-dir`,
+        );
+      });
+    }
+    // Unpacked archives of pushes that a restart interrupted: their uploads are redone or failed.
+    for (const entry of await readdir(this.work)) await rm(join(this.work, entry), { recursive: true, force: true });
+  }
+
+  uploadPath(id: string): string {
+    return join(this.incoming, id);
+  }
+
+  /** Bytes the file system can still give to this directory's writer. */
+  async freeBytes(): Promise<number> {
+    const s = await statfs(this.root);
+    return s.bavail * s.bsize;
+  }
+
+  async writeRecord(record: UploadRecord): Promise<void> {
+    await writeAtomically(join(this.records, `${record.id}.json`), `${JSON.stringify(record, null, 2)}\n`);
+  }
+
+  async readRecords(): Promise<UploadRecord[]> {
+    const out: UploadRecord[] = [];
+    for (const entry of await readdir(this.records)) {
+      if (!entry.endsWith(".json")) continue;
+      try {
+        out.push(JSON.parse(await readFile(join(this.records, entry), "utf8")) as UploadRecord);
+      } catch {
+        // a record being replaced: the next listing has it
+      }
+    }
+    return out;
+  }
+}
+
+/** Writes a file under a temporary name beside it, then renames it into place. */
+export async function writeAtomically(path: string, data: string | Buffer, mode = 0o644): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  const tmp = join(dirname(path), `.tmp-${randomBytes(6).toString("hex")}`);
+  try {
+    await writeFile(tmp, data, { mode });
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
+}
+
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  await pipeline(createReadStream(path, { highWaterMark: 1 << 20 }), hash);
+  return hash.digest("hex");
+}
+
+/** Adds the file server's URLs to a record: `filesBase` is e.g. http://192.168.1.10:8080. */
+export function withUrls(record: UploadRecord, filesBase: string): UploadRecord {
+  const base = filesBase.replace(/\/+$/, "");
+  return {
+    ...record,
+    ...(record.path ? { url: `${base}${record.path}` } : {}),
+    ...(record.checksumPath ? { checksumUrl: `${base}${record.checksumPath}` } : {}),
+  };
+}

@@ -1,0 +1,293 @@
+/**
+ * Resumable uploads (the tus protocol, @tus/server with its file store) and what happens
+ * when one is complete: the stated sha256 checked, then the file published or the image
+ * pushed. Until then the bytes live under incoming/<random id>, which nothing serves.
+ *
+ * Rules checked when an upload is created (before a byte is stored): metadata (kind,
+ * name, sha256), the size limit, free space (this upload plus what the uploads in
+ * progress still need), and one upload at a time per kind and name.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { FileStore } from "@tus/file-store";
+import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
+import type { Logger } from "../controller/log.js";
+import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from "./kinds.js";
+import { publishFile } from "./publish-file.js";
+import { pushImageArchive } from "./push-image.js";
+import { RegistryError, type RegistryClient } from "./registry.js";
+import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js";
+
+/** Who sent a request, set by the server after authentication, read by the tus hooks. */
+const callers = new WeakMap<IncomingMessage, string>();
+
+/** The node request under the web Request that @tus/server (srvx) hands its hooks. */
+function nodeRequest(req: unknown): IncomingMessage | undefined {
+  return (req as { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
+}
+
+export interface UploadOptions {
+  store: Store;
+  /** Mount path of the tus endpoint, e.g. /api/v1/uploads */
+  path: string;
+  maxUploadBytes: number;
+  /** Space kept free on the store's file system beyond what uploads need. */
+  reserveBytes: number;
+  /** Unfinished uploads are removed this long after their creation. */
+  expirationMs: number;
+  /** The file server's base URL for a request's Host (configured, or that host at port 8080). */
+  filesBase: (host: string | null) => string;
+  /** A registry client with current credentials (read at each push), and the host nodes pull from. */
+  registry: () => Promise<{ client: RegistryClient; pullHost: string }>;
+  log: Logger;
+}
+
+const GiB = 1024 ** 3;
+const human = (n: number) => (n >= GiB ? `${(n / GiB).toFixed(2)} GiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`);
+const key = (kind: Kind, name: string) => `${kind}:${name}`;
+
+/** tus hooks fail a request by throwing { status_code, body }. */
+function tusError(status: number, message: string) {
+  return { status_code: status, body: `${message}\n` };
+}
+
+export class Uploads {
+  readonly tus: TusServer;
+  private readonly datastore: FileStore;
+  /** kind:name -> id of the unfinished upload that holds the name. */
+  private readonly claims = new Map<string, string>();
+  /** Ids accepted by onCreate that the store has not created yet. */
+  private readonly creating = new Set<string>();
+  /** id -> state while verifying or publishing. */
+  private readonly busy = new Map<string, "verifying" | "publishing">();
+  /** id -> bytes this process received for it (tests and the benchmark check resumes with it). */
+  private readonly received = new Map<string, number>();
+  private createChain: Promise<unknown> = Promise.resolve();
+  private expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: UploadOptions) {
+    this.datastore = new FileStore({ directory: o.store.incoming, expirationPeriodInMilliseconds: o.expirationMs });
+    const write = this.datastore.write.bind(this.datastore);
+    this.datastore.write = async (readable: Readable, id: string, offset: number) => {
+      readable.on("data", (chunk: Buffer) => this.received.set(id, (this.received.get(id) ?? 0) + chunk.length));
+      return write(readable, id, offset);
+    };
+    this.tus = new TusServer({
+      path: o.path,
+      datastore: this.datastore,
+      relativeLocation: true,
+      // No cross-origin use: the API's own status page is same-origin, other sites get no CORS grant.
+      allowedOrigins: () => false,
+      // Creation needs the whole length: free space and the size limit are checked up front.
+      onUploadCreate: (req, upload) => {
+        const node = nodeRequest(req);
+        const user = node ? callers.get(node) : undefined;
+        if (!user) throw tusError(500, "internal error: the upload request reached the store unauthenticated");
+        return this.serialised(() => this.onCreate(user, upload));
+      },
+      onUploadFinish: async (req, upload) => {
+        const record = withUrls(await this.finish(upload), o.filesBase(req.headers.get("host")));
+        return { status_code: 200, headers: { "content-type": "application/json" }, body: `${JSON.stringify(record)}\n` };
+      },
+      onResponseError: async (_req, error) => this.explainWriteError(error),
+    });
+    this.tus.on(EVENTS.POST_CREATE, (_req: unknown, upload: Upload) => this.creating.delete(upload.id));
+  }
+
+  async start(): Promise<void> {
+    await this.o.store.init();
+    for (const upload of await this.inProgress()) {
+      const m = upload.metadata ?? {};
+      if (m.kind && m.name) this.claims.set(key(m.kind as Kind, m.name), upload.id);
+      // Complete before a restart, but not yet published: finish it now.
+      if (upload.size !== undefined && upload.offset === upload.size) {
+        void this.finish(upload).catch((error: unknown) => this.o.log.warn("finishing an upload after a restart failed", { id: upload.id, error: String(error) }));
+      }
+    }
+    this.expiryTimer = setInterval(() => void this.removeExpired(), 10 * 60_000);
+    this.expiryTimer.unref();
+  }
+
+  stop(): void {
+    if (this.expiryTimer) clearInterval(this.expiryTimer);
+  }
+
+  /** Hands an authenticated request (user = who sent it) to the tus server. */
+  handle(req: IncomingMessage, res: ServerResponse, user?: string): Promise<void> {
+    if (user) callers.set(req, user);
+    return this.tus.handle(req, res);
+  }
+
+  /** The user who created an upload (404 when there is no such upload). */
+  async owner(id: string): Promise<string> {
+    const upload = await this.datastore.getUpload(id).catch(() => undefined);
+    if (!upload) throw new RequestError(404, `no upload ${id} in progress (finished, removed, or expired): GET /api/v1/uploads lists them`);
+    return upload.metadata?.user ?? "";
+  }
+
+  private serialised<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.createChain.then(work, work);
+    this.createChain = next.catch(() => undefined);
+    return next;
+  }
+
+  private async onCreate(user: string, upload: Upload): Promise<{ metadata: Record<string, string> }> {
+    let request: UploadRequest;
+    try {
+      request = parseUploadRequest(upload.metadata);
+    } catch (error) {
+      throw tusError((error as RequestError).status, (error as Error).message);
+    }
+    if (upload.sizeIsDeferred || upload.size === undefined) {
+      throw tusError(400, "Upload-Length is missing: the size must be known when the upload is created (free space and the size limit are checked then)");
+    }
+    const size = upload.size;
+    if (size > this.o.maxUploadBytes) {
+      throw tusError(413, `${request.kind} "${request.name}" is ${human(size)} (${size} bytes), over this appliance's limit of ${human(this.o.maxUploadBytes)}: split it, or raise the limit (BPA_API_MAX_UPLOAD_BYTES of Deployment bpa-system/bpa-api)`);
+    }
+    const holder = this.claims.get(key(request.kind, request.name));
+    if (holder && (this.creating.has(holder) || (await this.datastore.getUpload(holder).catch(() => undefined)))) {
+      throw tusError(409, `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`);
+    }
+    const unpacked = request.kind === "container-image" ? size : 0; // the archive is unpacked before the push
+    let pending = 0;
+    for (const u of await this.inProgress()) pending += (u.size ?? 0) - u.offset;
+    const free = await this.o.store.freeBytes();
+    const needed = size + unpacked + pending + this.o.reserveBytes;
+    if (needed > free) {
+      throw tusError(
+        507,
+        `not enough disk space for ${request.kind} "${request.name}" (${human(size)}): the upload store has ${human(free)} free, ` +
+          `this upload needs ${human(size + unpacked)}, uploads in progress ${human(pending)} more, and ${human(this.o.reserveBytes)} stay free: ` +
+          `remove unneeded uploads or images, or wait for the uploads in progress`,
+      );
+    }
+    this.claims.set(key(request.kind, request.name), upload.id);
+    this.creating.add(upload.id);
+    setTimeout(() => this.creating.delete(upload.id), 60_000).unref();
+    const filename = upload.metadata?.filename;
+    return { metadata: { kind: request.kind, name: request.name, sha256: request.sha256, user, ...(filename ? { filename } : {}) } };
+  }
+
+  /** A write that failed because the disk is full says so (tus' own answer is a bare 500). */
+  private async explainWriteError(error: Error | { status_code: number; body: string }) {
+    const failedWrite = "status_code" in error ? error.status_code === 500 : (error as NodeJS.ErrnoException).code === "ENOSPC" || /ENOSPC/.test(error.message);
+    if (!failedWrite) return undefined;
+    const free = await this.o.store.freeBytes().catch(() => Number.NaN);
+    if (!(free < 1024 * 1024)) return undefined;
+    return tusError(507, `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) or other files, then resume (HEAD for the offset)`);
+  }
+
+  /** id -> the verification and publication under way (a retried last PATCH joins it). */
+  private readonly finishing = new Map<string, Promise<UploadRecord>>();
+
+  /** Verifies a complete upload, then publishes it, once however often it is asked. */
+  private finish(upload: Upload): Promise<UploadRecord> {
+    let running = this.finishing.get(upload.id);
+    if (!running) {
+      running = this.verifyAndPublish(upload);
+      this.finishing.set(upload.id, running);
+      const forget = () => setTimeout(() => this.finishing.delete(upload.id), 60_000).unref();
+      running.then(forget, forget);
+    }
+    return running;
+  }
+
+  /** The record says how it ended; a failure also rejects with the HTTP answer. */
+  private async verifyAndPublish(upload: Upload): Promise<UploadRecord> {
+    const m = upload.metadata ?? {};
+    const record: UploadRecord = {
+      id: upload.id,
+      kind: m.kind as Kind,
+      name: m.name ?? "",
+      sha256: m.sha256 ?? "",
+      size: upload.size ?? 0,
+      state: "verifying",
+      ...(m.user ? { user: m.user } : {}),
+      ...(upload.creation_date ? { created: upload.creation_date } : {}),
+    };
+    const source = this.o.store.uploadPath(upload.id);
+    const log = this.o.log.child({ upload: upload.id, kind: record.kind, name: record.name });
+    let status = 200;
+    try {
+      this.busy.set(upload.id, "verifying");
+      const actual = await sha256File(source);
+      if (actual !== record.sha256) {
+        throw new RequestError(422, `sha256 mismatch for ${record.kind} "${record.name}": the client stated ${record.sha256}, the ${record.size} bytes received have ${actual}; nothing was published and the upload is removed: check the file and upload it again`);
+      }
+      this.busy.set(upload.id, "publishing");
+      if (record.kind === "container-image") {
+        const { client, pullHost } = await this.o.registry();
+        const pushed = await pushImageArchive(source, join(this.o.store.work, upload.id), record.name, client, pullHost);
+        Object.assign(record, { digest: pushed.digest, url: pushed.url });
+      } else {
+        Object.assign(record, await publishFile(this.o.store, record, source));
+      }
+      record.state = "published";
+      log.info("published", { digest: record.digest, where: record.path ?? record.url });
+    } catch (error) {
+      status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
+      record.state = status < 500 ? "rejected" : "failed";
+      record.error = (error as Error).message;
+      log.warn(`upload ${record.state}`, { error: record.error });
+    } finally {
+      this.busy.delete(upload.id);
+    }
+    record.finished = new Date().toISOString();
+    const received = this.received.get(upload.id);
+    if (received !== undefined) record.bytesReceived = received;
+    this.received.delete(upload.id);
+    await this.o.store.writeRecord(record);
+    // The upload is over either way: its bytes were moved, or are not wanted.
+    await rm(source, { force: true });
+    await this.datastore.configstore.delete(upload.id).catch(() => undefined);
+    if (this.claims.get(key(record.kind, record.name)) === upload.id) this.claims.delete(key(record.kind, record.name));
+    if (record.state !== "published") throw tusError(status, record.error!);
+    return record;
+  }
+
+  private async inProgress(): Promise<Upload[]> {
+    const ids = await this.datastore.configstore.list!();
+    const uploads: Upload[] = [];
+    for (const id of ids) {
+      const upload = await this.datastore.getUpload(id).catch(() => undefined);
+      if (upload) uploads.push(upload);
+    }
+    return uploads;
+  }
+
+  private async removeExpired(): Promise<void> {
+    const removed = await this.tus.cleanUpExpiredUploads().catch(() => 0);
+    if (removed) this.o.log.info("removed expired uploads", { count: removed });
+  }
+
+  /** Every upload: in progress (from the tus store), being verified or published, and finished (records). */
+  async list(): Promise<UploadRecord[]> {
+    const out: UploadRecord[] = [];
+    for (const u of await this.inProgress()) {
+      const m = u.metadata ?? {};
+      out.push({
+        id: u.id,
+        kind: m.kind as Kind,
+        name: m.name ?? "",
+        sha256: m.sha256 ?? "",
+        size: u.size ?? 0,
+        offset: u.offset,
+        state: this.busy.get(u.id) ?? "uploading",
+        ...(m.user ? { user: m.user } : {}),
+        ...(u.creation_date ? { created: u.creation_date } : {}),
+        ...(this.received.has(u.id) ? { bytesReceived: this.received.get(u.id)! } : {}),
+      });
+    }
+    const finished = (await this.o.store.readRecords()).sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
+    // A later upload of the same kind and name replaced an earlier one.
+    const latest = new Map<string, string>();
+    for (const r of finished) if (r.state === "published") latest.set(key(r.kind, r.name), r.id);
+    for (const r of finished) {
+      out.push(r.state === "published" && latest.get(key(r.kind, r.name)) !== r.id ? { ...r, state: "replaced" } : r);
+    }
+    return out;
+  }
+}

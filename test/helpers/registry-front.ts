@@ -1,0 +1,91 @@
+/**
+ * The appliance's registry as it runs there, on this host: docker-registry with the
+ * shipped config.yml (on a unix socket) behind nginx with the shipped
+ * icn-bootstrap-registry.conf (TLS with a CA made here, HTTP Basic for writes, shipped tags
+ * immutable). Only paths and the port are changed. (test/integration/registry-front.test.ts
+ * runs the same setup for the registry's own rules.) Needs root (nginx, as shipped).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { freePort } from "../../builder/registry/server.js";
+import { seededTagRules } from "../../builder/registry/seeded-tags.js";
+
+export type SeededTag = Parameters<typeof seededTagRules>[0][number];
+import { REPO } from "./cli.js";
+
+export interface RegistryFront {
+  /** 127.0.0.1:PORT */
+  address: string;
+  /** PEM of the CA that signed nginx's certificate. */
+  ca: string;
+  /** A directory with ca.crt, for skopeo's --cert-dir. */
+  certDir: string;
+  username: string;
+  password: string;
+  /** Makes tags immutable, as the build does for the tags it seeds. */
+  setShippedTags(rules: SeededTag[]): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startRegistryFront(): Promise<RegistryFront> {
+  const work = await mkdtemp(join(tmpdir(), "icn-registry-front-"));
+  const storage = join(work, "storage");
+  const pki = join(work, "pki");
+  const certDir = join(work, "certs");
+  for (const d of [storage, pki, certDir]) await mkdir(d);
+  const openssl = (args: string[]) => execa("openssl", args, { cwd: pki });
+  await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-keyout", "registry-ca.key", "-out", "registry-ca.crt", "-subj", "/CN=test registry CA", "-addext", "basicConstraints=critical,CA:TRUE"]);
+  await openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "registry.key", "-out", "registry.csr", "-subj", "/CN=bootstrap.icn"]);
+  await writeFile(join(pki, "ext"), "subjectAltName=DNS:bootstrap.icn,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+  await openssl(["x509", "-req", "-in", "registry.csr", "-CA", "registry-ca.crt", "-CAkey", "registry-ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "registry.crt"]);
+  const ca = await readFile(join(pki, "registry-ca.crt"), "utf8");
+  await writeFile(join(certDir, "ca.crt"), ca);
+  const password = randomBytes(24).toString("hex");
+  const { stdout: hash } = await execa("openssl", ["passwd", "-6", "-stdin"], { input: password });
+  await writeFile(join(work, "htpasswd"), `icn-push:${hash}\n`);
+
+  const socket = join(work, "registry.sock");
+  const shipped = await readFile(join(REPO, "overlays/etc/docker/registry/config.yml"), "utf8");
+  const config = shipped.replace(/^(\s+rootdirectory:) \/var\/lib\/docker-registry$/m, `$1 ${storage}`).replace(/^(\s+addr:) \/run\/docker-registry\/registry\.sock$/m, `$1 ${socket}`);
+  if (!config.includes(`rootdirectory: ${storage}`) || !config.includes(`addr: ${socket}`)) throw new Error("the shipped registry config.yml changed shape: update test/helpers/registry-front.ts");
+  await writeFile(join(work, "registry.yml"), config);
+  const registry: ChildProcess = spawn("docker-registry", ["serve", join(work, "registry.yml")], { stdio: "ignore" });
+  for (let i = 0; i < 100 && !(await readdir(work)).includes("registry.sock"); i++) await new Promise((r) => setTimeout(r, 100));
+
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-registry.conf"), "utf8"))
+    .replaceAll("/etc/icn-bootstrap/pki/", `${pki}/`)
+    .replace("/etc/nginx/icn-registry.htpasswd", join(work, "htpasswd"))
+    .replace("/etc/nginx/icn-registry-seeded.conf", join(work, "seeded.conf"))
+    .replace("unix:/run/docker-registry/registry.sock", `unix:${socket}`)
+    .replace("listen 5000 ssl;", `listen ${address} ssl;`)
+    .replace("listen [::]:5000 ssl;", "");
+  await writeFile(join(work, "site.conf"), site);
+  await writeFile(join(work, "seeded.conf"), seededTagRules([]));
+  await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`);
+  const nginx = (...args: string[]) => execa("nginx", ["-p", work, "-c", join(work, "nginx.conf"), ...args]);
+  await nginx();
+
+  return {
+    address,
+    ca,
+    certDir,
+    username: "icn-push",
+    password,
+    async setShippedTags(rules) {
+      await writeFile(join(work, "seeded.conf"), seededTagRules(rules));
+      await nginx("-s", "reload");
+      await new Promise((r) => setTimeout(r, 500));
+    },
+    async stop() {
+      await nginx("-s", "stop").catch(() => undefined);
+      registry.kill();
+      await rm(work, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,200 @@
+/**
+ * Container image uploads through the real registry: the API (in-process, against the
+ * real kube-apiserver) reads the push credentials and CA from the cluster and pushes
+ * through the shipped nginx + docker-registry configuration; skopeo pulls the image back
+ * by digest over TLS, as a compute node's containerd would. OCI layouts and `docker save`
+ * archives; a shipped tag refused; a tar that is no image refused; nothing half-pushed
+ * under the tag.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { c as tarCreate } from "tar";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningApi } from "../../../bpa/rest/main.js";
+import type { UploadRecord } from "../../../bpa/rest/store.js";
+import { REPO } from "../../helpers/cli.js";
+import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
+import { clients, deleteNamespace, kubeConfig, newNamespace } from "./helpers.js";
+import { ApiClient, applyApiRbac, makeServerTls, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+
+const kc = kubeConfig();
+const c = clients(kc);
+const root = process.getuid?.() === 0;
+const digestOf = (data: Buffer | string) => `sha256:${createHash("sha256").update(data).digest("hex")}`;
+
+/** An OCI image layout with one image of one random "layer"; returns the manifest digest and layer. */
+async function ociLayout(dir: string, layerBytes: number): Promise<{ digest: string; layer: Buffer }> {
+  await mkdir(join(dir, "blobs/sha256"), { recursive: true });
+  const put = async (data: Buffer | string) => {
+    const digest = digestOf(data);
+    await writeFile(join(dir, "blobs/sha256", digest.slice(7)), data);
+    return { digest, size: Buffer.byteLength(data) };
+  };
+  const layer = randomBytes(layerBytes);
+  const l = await put(layer);
+  const config = await put(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [l.digest] } }));
+  const manifest = await put(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: { mediaType: "application/vnd.oci.image.config.v1+json", ...config },
+      layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", ...l }],
+    }),
+  );
+  await writeFile(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
+  await writeFile(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest }] }));
+  return { digest: manifest.digest, layer };
+}
+
+describe.runIf(root)("container image uploads into the appliance's registry", () => {
+  let work: string;
+  let registry: RegistryFront;
+  let api: RunningApi;
+  let ns: string;
+  let tls: TestTls;
+  let uploader: ApiClient;
+  let stateDir: string;
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), "icn-rest-registry-"));
+    registry = await startRegistryFront();
+    ns = await newNamespace(c, "rest-registry");
+    await applyApiRbac(c, ns);
+    // What the appliance's first boot creates: the push credentials and the site CA.
+    await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: registry.username, password: registry.password } } });
+    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": registry.ca } } });
+    tls = makeServerTls(work);
+    stateDir = join(work, "state");
+    api = await startTestApi(kc, ns, stateDir, tls, { BPA_API_REGISTRY_URL: `https://${registry.address}`, BPA_API_PULL_HOST: registry.address });
+    uploader = new ApiClient(`https://127.0.0.1:${api.port}`, tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
+  }, 120_000);
+
+  afterAll(async () => {
+    await api?.stop();
+    await registry?.stop();
+    if (ns) await deleteNamespace(c, ns);
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  const skopeo = async (args: string[]) => {
+    const r = await execa("skopeo", args, { reject: false, all: true, timeout: 120_000 });
+    return { ok: r.exitCode === 0, output: String(r.all ?? "") };
+  };
+
+  it("pushes an OCI layout archive under the name given; skopeo pulls it back by digest over TLS, byte for byte", async () => {
+    const layout = join(work, "layout");
+    const { digest, layer } = await ociLayout(layout, 3 * 1024 * 1024);
+    const archive = join(work, "app.oci.tar");
+    await tarCreate({ cwd: layout, file: archive, portable: true }, ["oci-layout", "index.json", "blobs"]);
+    const reply = await uploader.upload("container-image", "site/app:1.0", await readFile(archive));
+    expect(reply.status, reply.body).toBe(200);
+    const record = JSON.parse(reply.body) as UploadRecord;
+    expect(record).toMatchObject({ state: "published", kind: "container-image", name: "site/app:1.0", digest, url: `${registry.address}/site/app@${digest}` });
+
+    const byDigest = await skopeo(["inspect", "--cert-dir", registry.certDir, "--format", "{{.Digest}}", `docker://${record.url}`]);
+    expect(byDigest.output.trim()).toBe(digest);
+    const byTag = await skopeo(["inspect", "--cert-dir", registry.certDir, "--format", "{{.Digest}}", `docker://${registry.address}/site/app:1.0`]);
+    expect(byTag.output.trim()).toBe(digest);
+    const pulled = join(work, "pulled");
+    const copy = await skopeo(["copy", "--src-cert-dir", registry.certDir, `docker://${record.url}`, `dir:${pulled}`]);
+    expect(copy.ok, copy.output).toBe(true);
+    expect((await readFile(join(pulled, digestOf(layer).slice(7)))).equals(layer)).toBe(true);
+  });
+
+  it("pushes a docker save archive (uncompressed layers) with the icn-bootstrap upload command", async () => {
+    const dir = join(work, "docker-save");
+    await mkdir(join(dir, "layer1"), { recursive: true });
+    const content = join(work, "content");
+    await mkdir(content, { recursive: true });
+    await writeFile(join(content, "hello.txt"), "hello from docker save\n");
+    await tarCreate({ cwd: content, file: join(dir, "layer1/layer.tar"), portable: true }, ["hello.txt"]);
+    const layerDigest = digestOf(await readFile(join(dir, "layer1/layer.tar")));
+    const config = JSON.stringify({ architecture: "amd64", os: "linux", config: { Cmd: ["/hello"] }, rootfs: { type: "layers", diff_ids: [layerDigest] } });
+    const configName = `${digestOf(config).slice(7)}.json`;
+    await writeFile(join(dir, configName), config);
+    await writeFile(join(dir, "manifest.json"), JSON.stringify([{ Config: configName, RepoTags: ["hello:1"], Layers: ["layer1/layer.tar"] }]));
+    const archive = join(work, "hello.docker.tar");
+    await tarCreate({ cwd: dir, file: archive, portable: true }, ["manifest.json", configName, "layer1"]);
+    await writeFile(join(work, "api-ca.crt"), tls.ca);
+
+    const cli = await execa(
+      process.execPath,
+      ["--import", "tsx", "builder/cli.ts", "upload", archive, "--kind", "container-image", "--name", "site/hello:1", "--server", uploader.base, "--cacert", join(work, "api-ca.crt")],
+      { cwd: REPO, reject: false, env: { ICN_BPA_TOKEN: uploader.token!, XDG_STATE_HOME: join(work, "xdg") } },
+    );
+    expect(cli.exitCode, `${cli.stdout}\n${cli.stderr}`).toBe(0);
+    expect(cli.stderr).toMatch(/site\/hello:1: 100\.0%/);
+    const record = JSON.parse(cli.stdout) as UploadRecord;
+    expect(record).toMatchObject({ state: "published", name: "site/hello:1" });
+    const inspect = await skopeo(["inspect", "--cert-dir", registry.certDir, "--config", `docker://${record.url}`]);
+    expect(inspect.ok, inspect.output).toBe(true);
+    expect(JSON.parse(inspect.output).rootfs.diff_ids).toEqual([layerDigest]);
+    const raw = await skopeo(["inspect", "--cert-dir", registry.certDir, "--raw", `docker://${record.url}`]);
+    expect(JSON.parse(raw.output).layers[0]).toMatchObject({ digest: layerDigest, mediaType: "application/vnd.oci.image.layer.v1.tar" });
+  });
+
+  it("a shipped tag is refused by the registry: the upload fails naming it, and the shipped image stays", async () => {
+    const layout = join(work, "shipped");
+    const shipped = await ociLayout(layout, 4096);
+    const archive = join(work, "shipped.tar");
+    await tarCreate({ cwd: layout, file: archive }, ["oci-layout", "index.json", "blobs"]);
+    expect((await uploader.upload("container-image", "pause:3.10.2", await readFile(archive))).status).toBe(200);
+    await registry.setShippedTags([{ repository: "pause", tag: "3.10.2", tags: [], digest: shipped.digest }]);
+
+    const other = join(work, "other");
+    await ociLayout(other, 4096);
+    const otherArchive = join(work, "other.tar");
+    await tarCreate({ cwd: other, file: otherArchive }, ["oci-layout", "index.json", "blobs"]);
+    const refused = await uploader.upload("container-image", "pause:3.10.2", await readFile(otherArchive));
+    expect(refused.status).toBe(502);
+    expect(refused.body).toContain(`refused manifest pause:3.10.2 (HTTP 403): DENIED: pause:3.10.2 is shipped with this appliance at ${shipped.digest}`);
+    const now = await skopeo(["inspect", "--cert-dir", registry.certDir, "--format", "{{.Digest}}", `docker://${registry.address}/pause:3.10.2`]);
+    expect(now.output.trim()).toBe(shipped.digest);
+  });
+
+  it("refuses an archive that is no image (422), pushing nothing", async () => {
+    const notImage = join(work, "not-image");
+    await mkdir(notImage, { recursive: true });
+    await writeFile(join(notImage, "README"), "just a file\n");
+    const archive = join(work, "not-image.tar");
+    await tarCreate({ cwd: notImage, file: archive }, ["README"]);
+    const reply = await uploader.upload("container-image", "site/nothing:1", await readFile(archive));
+    expect(reply.status).toBe(422);
+    expect(reply.body).toContain("has neither index.json (OCI layout) nor manifest.json (docker save)");
+    const garbage = await uploader.upload("container-image", "site/nothing:1", randomBytes(5000));
+    expect(garbage.status).toBe(422);
+    expect(garbage.body).toContain("is not a tar archive");
+    const tags = await skopeo(["list-tags", "--cert-dir", registry.certDir, `docker://${registry.address}/site/nothing`]);
+    expect(tags.ok).toBe(false);
+  });
+
+  it("refuses a docker save archive whose manifest names files out of the archive, or links: the server's own files are never pushed", async () => {
+    const dir = join(work, "escape");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "config.json"), "{}");
+    await writeFile(join(dir, "manifest.json"), JSON.stringify([{ Config: "config.json", RepoTags: ["x:1"], Layers: ["../../../../../../etc/hostname"] }]));
+    const archive = join(work, "escape.tar");
+    await tarCreate({ cwd: dir, file: archive }, ["manifest.json", "config.json"]);
+    const reply = await uploader.upload("container-image", "site/escape:1", await readFile(archive));
+    expect(reply.status).toBe(422);
+    expect(reply.body).toContain('names "../../../../../../etc/hostname", which is not a file of the archive');
+
+    // A layer that is a symbolic link to a file of the server: not unpacked, so the blob is missing.
+    const linked = join(work, "linked");
+    await mkdir(join(linked, "layer"), { recursive: true });
+    await writeFile(join(linked, "config.json"), "{}");
+    await execa("ln", ["-s", "/etc/hostname", join(linked, "layer/layer.tar")]);
+    await writeFile(join(linked, "manifest.json"), JSON.stringify([{ Config: "config.json", RepoTags: ["x:1"], Layers: ["layer/layer.tar"] }]));
+    const linkedArchive = join(work, "linked.tar");
+    await tarCreate({ cwd: linked, file: linkedArchive }, ["manifest.json", "config.json", "layer"]);
+    const refused = await uploader.upload("container-image", "site/escape:2", await readFile(linkedArchive));
+    expect(refused.status).toBe(422);
+    expect(refused.body).toContain('the docker save archive lacks "layer/layer.tar"');
+    for (const name of ["site/escape"]) {
+      expect((await skopeo(["list-tags", "--cert-dir", registry.certDir, `docker://${registry.address}/${name}`])).ok).toBe(false);
+    }
+  });
+});
