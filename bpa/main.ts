@@ -9,7 +9,7 @@
  */
 import { createServer, type Server } from "node:http";
 import { parseArgs } from "node:util";
-import { formatError, UserError } from "../builder/errors.js";
+import { formatError, UserError } from "../common/errors.js";
 import { loadConfig } from "./config/config.js";
 import { loadKubeConfig } from "./controller/kube.js";
 import { makeLogger } from "./controller/log.js";

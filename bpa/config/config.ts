@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import yaml from "js-yaml";
 import { z } from "zod";
-import { UserError } from "../../builder/errors.js";
+import { UserError } from "../../common/errors.js";
 
 /** An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest]. */
 const ImageRef = z

@@ -1,6 +1,6 @@
 /** The REST API's settings: command-line flags over environment variables over defaults. */
 import { z } from "zod";
-import { UserError } from "../../builder/errors.js";
+import { UserError } from "../../common/errors.js";
 
 const GiB = 1024 ** 3;
 

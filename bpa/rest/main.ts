@@ -5,7 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { UserError } from "../../builder/errors.js";
+import { UserError } from "../../common/errors.js";
 import { errorMessage, makeClients, type Clients } from "../controller/kube.js";
 import { makeLogger, type Logger } from "../controller/log.js";
 import { Authenticator } from "./auth.js";
