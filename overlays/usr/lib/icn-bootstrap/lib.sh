@@ -14,3 +14,16 @@ say() {
   done
   echo "$*"
 }
+
+# Runs a command until it succeeds, 30 tries 10 s apart. The API server of a slow or busy
+# machine drops a connection now and then (TLS handshake timeout): one such moment must
+# not fail the first boot, whose retry would need a reboot.
+retry() {
+  tries=1
+  until "$@"; do
+    [ "$tries" -lt 30 ] || return 1
+    echo "icn-bootstrap: failed (try $tries of 30), again in 10 s: $*" >&2
+    tries=$((tries + 1))
+    sleep 10
+  done
+}
