@@ -127,6 +127,21 @@ describe("the appliance", () => {
     expect(hosts).toMatch(/ansible_host=192\.168\.50\.11/);
     expect(hosts).not.toMatch(/node-c/);
 
+    // The BPA's REST API runs beside the operator (it does not gate the ready marker).
+    const api = await waitFor(
+      "the bpa-api Deployment available",
+      async () => {
+        const d = await c.apps.readNamespacedDeployment({ namespace: "bpa-system", name: "bpa-api" });
+        return (d.status?.availableReplicas ?? 0) >= 1 ? d : undefined;
+      },
+      15 * 60_000,
+      5000,
+    );
+    expect(api.status?.availableReplicas).toBeGreaterThanOrEqual(1);
+    const health = await ssh(sshPort, "curl -s --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/healthz; echo; curl -s -o /dev/null -w '%{http_code}' --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/api/v1/uploads");
+    console.log(`bpa-api on the appliance: ${health.stdout.replace(/\n/g, " | ")}`);
+    expect(health.stdout.trim().split("\n").pop()).toBe("401");
+
     // Second boot: the cluster is not initialised again and the Provisioning is still there.
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
