@@ -17,6 +17,7 @@ import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
 import { SEEDED_JSON } from "./stages/registry.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
+import { sourceDateEpoch } from "./reproducible.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -54,8 +55,13 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
 
 export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
+/**
+ * Stage outputs: `$ICN_BOOTSTRAP_STAGE_CACHE`, else `<cache>/stages`. Pointing only the
+ * stage cache elsewhere gives a build with no stage output to reuse while the artifact,
+ * download and .deb caches stay shared (the reproducibility test does this).
+ */
 export function stagesDir(): string {
-  return join(cacheRoot(), "stages");
+  return process.env.ICN_BOOTSTRAP_STAGE_CACHE || join(cacheRoot(), "stages");
 }
 
 /** The stage list, in order; each stage is skipped when its inputs are unchanged. */
@@ -87,8 +93,9 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   layers.push(content.registry!, content.files);
   contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images!, content.registry!);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
-  const image = await runStage(imageStage, { disk, overlays }, cache);
+  const epoch = sourceDateEpoch(lock.debian);
+  const disk = await runStage(diskStage, { definition, epoch, rootfs, layers }, cache);
+  const image = await runStage(imageStage, { disk, overlays, epoch }, cache);
 
   await mkdir(request.outDir, { recursive: true });
   const target = (format: OutputFormat) => join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);

@@ -10,6 +10,8 @@ import { TREE, UNITS_JSON } from "./overlays.js";
 export interface ImageDeps {
   disk: StageResult;
   overlays: StageResult;
+  /** SOURCE_DATE_EPOCH: the times of every inode debugfs writes or removes. */
+  epoch: number;
 }
 
 /**
@@ -20,8 +22,8 @@ export interface ImageDeps {
 export const imageStage: Stage<ImageDeps> = {
   name: "image",
   sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts")],
-  inputs: ({ disk, overlays }) => ({ disk: disk.key, overlays: overlays.key }),
-  async build(run, { disk, overlays }) {
+  inputs: ({ disk, overlays, epoch }) => ({ disk: disk.key, overlays: overlays.key, epoch }),
+  async build(run, { disk, overlays, epoch }) {
     const image = join(run.out, DISK_IMAGE);
     await run.exec("cp", ["--sparse=always", "--reflink=auto", join(disk.dir, DISK_IMAGE), image]);
     const tree = join(overlays.dir, TREE);
@@ -33,7 +35,7 @@ export const imageStage: Stage<ImageDeps> = {
     const script = join(run.out, "overlay.debugfs");
     await writeFile(script, debugfsScript(entries, await readRootDirs(disk.dir)));
     run.log(`writing ${entries.length} overlay entries (${units.length} units enabled) into the root filesystem`);
-    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs]);
+    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs], { env: { E2FSPROGS_FAKE_TIME: String(epoch) } });
     const errors = debugfsErrors(output);
     if (errors.length > 0) throw new Error(`debugfs could not write the overlays:\n  ${errors.slice(0, 10).join("\n  ")}`);
     await rm(script);
