@@ -10,6 +10,7 @@ import { runStage, type StageResult } from "./stage.js";
 import { diskStage, readLayout } from "./stages/disk.js";
 import { type DiskLayout } from "./disk/layout.js";
 import { collectSbomInput } from "./sbom/collect.js";
+import { bootDigests, type BootDigests } from "./verify/regions.js";
 import type { SbomInput } from "./sbom/cyclonedx.js";
 import { sha256Text } from "./cache.js";
 import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
@@ -37,6 +38,7 @@ export interface BuildRequest {
 /** What `icn-bootstrap verify` checks an image against (written into the report). */
 export interface Verification {
   layout: DiskLayout;
+  boot: BootDigests;
   /** The root filesystem's contents manifest (builder/disk/contents.ts) and its sha256. */
   contents: string;
   contentsDigest: string;
@@ -149,8 +151,10 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     images: Object.entries(images).map(([format, image]) => ({ format, sha256: image.sha256 })),
   });
   const contents = await readFile(join(image.dir, CONTENTS), "utf8");
+  const layout = await readLayout(disk.dir);
   const verification: Verification = {
-    layout: await readLayout(disk.dir),
+    layout,
+    boot: await bootDigests(formatSource("usb", image), layout),
     contents,
     contentsDigest: sha256Text(contents),
     registry: { storage: REGISTRY_STORAGE, images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })) },

@@ -5,5 +5,6 @@ import { fetchCommand } from "./fetch.js";
 import { lockCommand } from "./lock.js";
 import { lockArtifactsCommand } from "./lock-artifacts.js";
 import { lockImagesCommand } from "./lock-images.js";
+import { verifyCommand } from "./verify.js";
 
-export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand];
+export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand, verifyCommand];

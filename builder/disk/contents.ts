@@ -52,31 +52,56 @@ async function sha256Of(path: string): Promise<string> {
   return hash.digest("hex");
 }
 
-/** Reads the ext4 filesystem at `fs` (`image?offset=N`) into a manifest. `scratch` gets a temporary copy of the tree. */
-export async function ext4Manifest(fs: string, scratch: string): Promise<string> {
+export interface DumpedTree {
+  /** The filesystem's root directory, copied out. */
+  dir: string;
+  /** The fakeroot session that knows the owners. */
+  state: string;
+  remove(): Promise<void>;
+}
+
+/** Copies the ext4 filesystem at `fs` (`image?offset=N`) into a temporary directory under `scratch`. */
+export async function dumpExt4(fs: string, scratch: string): Promise<DumpedTree> {
   await mkdir(scratch, { recursive: true });
   const work = await mkdtemp(join(scratch, "contents-"));
-  const tree = join(work, "root");
+  const dir = join(work, "root");
   const state = join(work, "fakeroot.state");
+  const remove = () => rm(work, { recursive: true, force: true });
   try {
-    await mkdir(tree);
-    const dump = await execa("fakeroot", ["-s", state, "--", "debugfs", "-R", `rdump / ${tree}`, fs], { reject: false, all: true });
+    await mkdir(dir);
+    const dump = await execa("fakeroot", ["-s", state, "--", "debugfs", "-R", `rdump / ${dir}`, fs], { reject: false, all: true });
     const errors = String(dump.all).split("\n").filter((l) => l && !l.startsWith("debugfs "));
     if (dump.exitCode !== 0 || errors.length > 0) throw new Error(`debugfs could not read ${fs}:\n  ${errors.slice(0, 10).join("\n  ")}`);
-    const { stdout } = await execa("fakeroot", ["-i", state, "--", "find", tree, "-mindepth", "1", "-printf", "%y %m %U:%G %P\\0%l\\0"], { encoding: "buffer", maxBuffer: 512 * 1024 * 1024 });
-    const fields = Buffer.from(stdout).toString("utf8").split("\0");
-    const entries: ContentsEntry[] = [];
-    for (let i = 0; i + 1 < fields.length; i += 2) {
-      const head = fields[i]!;
-      const [type, mode, owner] = head.split(" ", 3) as [string, string, string];
-      const path = head.slice(type.length + mode.length + owner.length + 3);
-      if (type !== "d" && type !== "f" && type !== "l") continue;
-      const value = type === "f" ? await sha256Of(join(tree, path)) : type === "l" ? escapeTarget(fields[i + 1]!) : "-";
-      entries.push({ path, type, mode: mode.padStart(4, "0"), owner, value });
-    }
-    return manifestText(entries);
+    return { dir, state, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
+
+/** The manifest of a dumped tree. */
+export async function treeManifest(tree: DumpedTree): Promise<string> {
+  const { stdout } = await execa("fakeroot", ["-i", tree.state, "--", "find", tree.dir, "-mindepth", "1", "-printf", "%y %m %U:%G %P\\0%l\\0"], { encoding: "buffer", maxBuffer: 512 * 1024 * 1024 });
+  const fields = Buffer.from(stdout).toString("utf8").split("\0");
+  const entries: ContentsEntry[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const head = fields[i]!;
+    const [type, mode, owner] = head.split(" ", 3) as [string, string, string];
+    const path = head.slice(type.length + mode.length + owner.length + 3);
+    if (type !== "d" && type !== "f" && type !== "l") continue;
+    const value = type === "f" ? await sha256Of(join(tree.dir, path)) : type === "l" ? escapeTarget(fields[i + 1]!) : "-";
+    entries.push({ path, type, mode: mode.padStart(4, "0"), owner, value });
+  }
+  return manifestText(entries);
+}
+
+/** The manifest of the ext4 filesystem at `fs`. */
+export async function ext4Manifest(fs: string, scratch: string): Promise<string> {
+  const tree = await dumpExt4(fs, scratch);
+  try {
+    return await treeManifest(tree);
   } finally {
-    await rm(work, { recursive: true, force: true });
+    await tree.remove();
   }
 }
 
