@@ -79,7 +79,6 @@ export function buildBom(input: SbomInput): Models.Bom {
     properties: new Models.PropertyRepository(input.images.map((i) => prop(`image:${i.format}:sha256`, i.sha256))),
   });
   const bom = new Models.Bom({
-    serialNumber: `urn:uuid:${stableUuid(sha256Text(JSON.stringify(input)), "sbom")}`,
     metadata: new Models.Metadata({ timestamp: new Date(input.epoch * 1000), component: appliance }),
   });
   for (const tool of input.tools) {
@@ -164,7 +163,10 @@ export function buildBom(input: SbomInput): Models.Bom {
   return bom;
 }
 
+/** Sorted JSON; the serial number is derived from the document without it, so equal contents get equal serials. */
 export function serializeBom(bom: Models.Bom): string {
   const serializer = new Serialize.JsonSerializer(new Serialize.JSON.Normalize.Factory(SBOM_SPEC));
+  bom.serialNumber = undefined;
+  bom.serialNumber = `urn:uuid:${stableUuid(sha256Text(serializer.serialize(bom, { sortLists: true })), "sbom")}`;
   return `${serializer.serialize(bom, { sortLists: true, space: 2 })}\n`;
 }
