@@ -62,7 +62,7 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
 
   const goBinaries: SbomGoBinary[] = [];
   for (const [sha256, { name, path, locations }] of [...found].sort(([a], [b]) => a.localeCompare(b))) {
-    const info = await readBuildInfo(path).catch(() => undefined); // not a Go binary (e.g. the kubespray tarball)
+    const info = await readBuildInfo(path);
     if (info) goBinaries.push({ name, sha256, info, locations: locations.sort() });
   }
 

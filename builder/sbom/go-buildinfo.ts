@@ -38,7 +38,11 @@ export function parseBuildInfo(text: string): GoBuildInfo {
   return { goVersion, package: pkg, main, deps };
 }
 
-export async function readBuildInfo(binary: string): Promise<GoBuildInfo> {
-  const { stdout } = await execa(goBinary(), ["version", "-m", binary]);
-  return parseBuildInfo(stdout);
+/** The build information of a Go binary; undefined for a file that is not one (e.g. a tarball). */
+export async function readBuildInfo(binary: string): Promise<GoBuildInfo | undefined> {
+  const result = await execa(goBinary(), ["version", "-m", binary], { reject: false, all: true });
+  if (result.exitCode === 0) return parseBuildInfo(String(result.stdout));
+  const output = String(result.all ?? "");
+  if (result.exitCode === 1 && (output.trim() === "" || /could not read Go build info|not executable/.test(output))) return undefined;
+  throw new Error(`'${goBinary()} version -m ${binary}' failed: ${result.shortMessage ?? output}`);
 }
