@@ -61,7 +61,9 @@ export const diskStage: Stage<DiskDeps> = {
     const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
     await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
 
-    const usedBytes = Number((await run.exec("du", ["-s", "--block-size=1", "--apparent-size", staging])).split(/\s/)[0]);
+    // The files' sizes plus a block per directory: not `du`, whose directory sizes depend on the build host's file system.
+    const fileSizes = (await run.exec("find", [staging, "-type", "f", "-printf", "%s\\n"])).split("\n").filter(Boolean);
+    const usedBytes = fileSizes.reduce((sum, size) => sum + Number(size), 0) + 4096 * dirs.length;
     const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + OVERLAY_ROOM + parseSize(definition.disk.rootFree);
     const layout = planLayout(seed, parseSize(definition.disk.espSize), rootBytes);
     const rootImage = join(work, "root.ext4");
