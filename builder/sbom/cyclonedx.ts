@@ -137,7 +137,7 @@ export function buildBom(input: SbomInput): Models.Bom {
     const repository = refRepository(image.ref);
     const component = new Models.Component(Enums.ComponentType.Container, repository, {
       bomRef: `oci:${image.ref}`,
-      version: image.digest,
+      version: image.tags[0],
       purl: new PackageURL("oci", undefined, repository.split("/").pop()!.toLowerCase(), image.digest, { repository_url: repository, tag: image.tags[0]! }, undefined).toString(),
       hashes: sha256Hashes(image.digest),
       properties: new Models.PropertyRepository([prop("registry:repository", image.repository), ...image.tags.map((t) => prop("registry:tag", t)), prop("image:source", image.source)]),
