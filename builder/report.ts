@@ -1,6 +1,6 @@
 import { rename, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { tempSibling } from "./cache.js";
+import { sha256Text, tempSibling } from "./cache.js";
 import { formatBytes, formatSeconds } from "./log.js";
 import type { BuildResult } from "./pipeline.js";
 import { buildBom, serializeBom } from "./sbom/cyclonedx.js";
@@ -24,7 +24,8 @@ async function writeAtomically(path: string, text: string): Promise<void> {
  */
 export async function writeReport(outDir: string, name: string, result: BuildResult, totalSeconds: number): Promise<ReturnType<typeof reportPaths>> {
   const paths = reportPaths(outDir, name);
-  await writeAtomically(paths.sbom, serializeBom(buildBom(result.sbom)));
+  const sbom = serializeBom(buildBom(result.sbom));
+  await writeAtomically(paths.sbom, sbom);
   await writeAtomically(paths.contents, result.verification.contents);
   const { contents: _contents, ...verification } = result.verification;
   const report = {
@@ -34,7 +35,7 @@ export async function writeReport(outDir: string, name: string, result: BuildRes
     stages: result.stages.map(({ name, key, reused, seconds, bytes }) => ({ name, key, reused, seconds, bytes })),
     images: result.images,
     sbomFile: basename(paths.sbom),
-    verification: { ...verification, contentsFile: basename(paths.contents) },
+    verification: { ...verification, contentsFile: basename(paths.contents), sbomSha256: sha256Text(sbom) },
     sbom: {
       debianPackages: Object.entries(result.packages).map(([name, version]) => ({ name, version })),
       /** Every pinned .deb of the build (root filesystem and the images), and where this build took it from. */

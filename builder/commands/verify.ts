@@ -16,7 +16,9 @@ Checks IMAGE (out/<name>.img, a USB stick's device such as /dev/sdb, or out/<nam
 against the report the build wrote beside it: the disk's bytes, the partition table and
 root filesystem UUID, the boot code (MBR, BIOS boot partition, EFI system partition),
 the root filesystem's contents (every file's sha256, mode, owner and link target,
-against <name>.contents.txt) and the seeded registry (every tag and blob as pinned).
+against <name>.contents.txt), the seeded registry (every tag and blob as pinned) and
+the SBOM beside the report (as the build wrote it; the files it places in the root have
+the sha256 it states).
 Nothing is mounted; a qcow2 is converted to a temporary raw copy. Run it before the
 first boot: first boot grows the root filesystem and writes the machine's identity.
 

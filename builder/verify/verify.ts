@@ -13,11 +13,13 @@ import { UserError } from "../errors.js";
 import { bootDigests, rangeDigest, type BootDigests } from "./regions.js";
 import { compareGpt } from "./partitions.js";
 import { checkRegistry, type ExpectedImage } from "./registry.js";
+import { checkSbom } from "./sbom.js";
 
 export interface VerifyReport {
   name: string;
   images: Record<string, { path: string; apparentBytes: number; sha256: string }>;
-  verification: { layout: DiskLayout; boot: BootDigests; contentsDigest: string; contentsFile: string; registry: { storage: string; images: ExpectedImage[] } };
+  sbomFile: string;
+  verification: { layout: DiskLayout; boot: BootDigests; contentsDigest: string; contentsFile: string; sbomSha256: string; registry: { storage: string; images: ExpectedImage[] } };
 }
 
 export interface CheckResult {
@@ -96,6 +98,9 @@ export async function verifyImage(image: string, reportPath: string, opts: { scr
 
       const registry = await checkRegistry(join(tree.dir, v.registry.storage), v.registry.images);
       checks.push(result("registry", registry.problems, `${v.registry.images.length} images, ${registry.blobs} blobs, every tag and blob as pinned`, "the seeded registry differs"));
+
+      const sbom = await checkSbom(join(dirname(reportPath), report.sbomFile), v.sbomSha256, manifest, v.registry.images.map((i) => i.digest));
+      checks.push(result("SBOM", sbom.problems, `${report.sbomFile} as written by the build; its ${sbom.checked} files and images are in the image with its sha256`, "the SBOM does not match the image"));
     } finally {
       await tree.remove();
     }

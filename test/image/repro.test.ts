@@ -123,6 +123,7 @@ describe("reproducible build", () => {
       expect(result.stdout).toMatch(/ok\s+partition table/);
       expect(result.stdout).toMatch(/ok\s+root filesystem/);
       expect(result.stdout).toMatch(/ok\s+registry/);
+      expect(result.stdout).toMatch(/ok\s+SBOM/);
       expect(result.stdout).toMatch(/verify: all \d+ checks passed/);
     }
   });
@@ -140,7 +141,8 @@ describe("reproducible build", () => {
     expect(result.stdout).toMatch(/FAIL\s+root filesystem[^\n]*\n\s+\/usr\/local\/bin\/kubeadm: differs/);
     expect(result.stdout.match(/^\s+\/\S+: (differs|missing|not in)/gm)).toHaveLength(1);
     expect(result.stdout).toMatch(/ok\s+registry/);
-    expect(result.stdout).toMatch(/verify: 2 of \d+ checks failed: disk bytes, root filesystem/);
+    expect(result.stdout).toMatch(/FAIL\s+SBOM[^\n]*\n\s+kubeadm: \/usr\/local\/bin\/kubeadm has sha256/);
+    expect(result.stdout).toMatch(/verify: 3 of \d+ checks failed: disk bytes, root filesystem, SBOM/);
     await rm(image);
   });
 
