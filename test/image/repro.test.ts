@@ -29,14 +29,22 @@ async function sha256(path: string): Promise<string> {
 
 /**
  * What cannot be identical in the report, by nature: it records this build (when, how
- * long each stage took, whether it was reused, the bytes its output occupies on this
- * disk, where each .deb came from). Everything else in it must be equal.
+ * long each stage took, whether it was reused, the bytes its output and the images occupy
+ * on this disk, where the images were written, where each .deb came from). Everything
+ * else in it must be equal.
  */
 function withoutBuildRecord(report: Record<string, unknown>) {
-  const { builtAt: _b, totalSeconds: _t, stages, sbom, ...rest } = report as { builtAt: string; totalSeconds: number; stages: { name: string; key: string }[]; sbom: { debianFiles: { from: string }[] } };
+  const { builtAt: _b, totalSeconds: _t, stages, images, sbom, ...rest } = report as {
+    builtAt: string;
+    totalSeconds: number;
+    stages: { name: string; key: string }[];
+    images: Record<string, { apparentBytes: number; sha256: string }>;
+    sbom: { debianFiles: { from: string }[] };
+  };
   return {
     ...rest,
     stages: stages.map(({ name, key }) => ({ name, key })),
+    images: Object.fromEntries(Object.entries(images).map(([format, { apparentBytes, sha256 }]) => [format, { apparentBytes, sha256 }])),
     sbom: { ...sbom, debianFiles: sbom.debianFiles.map(({ from: _from, ...f }) => f) },
   };
 }
@@ -80,7 +88,7 @@ describe("reproducible build", () => {
     console.log(`sha256 (first build, second build):\n${lines.join("\n")}`);
   });
 
-  it("gives the same report except the fields that record the build itself (times, reuse, allocated bytes, where each .deb came from)", async () => {
+  it("gives the same report except the fields that record the build itself (times, reuse, allocated bytes, output paths, where each .deb came from)", async () => {
     const [a, b] = await Promise.all(outs.map(async (o) => JSON.parse(await readFile(join(o, `${NAME}.report.json`), "utf8"))));
     expect(withoutBuildRecord(b)).toEqual(withoutBuildRecord(a));
     expect(b.builtAt).not.toBe(a.builtAt); // named: it cannot be identical
