@@ -105,6 +105,26 @@ export async function ext4Manifest(fs: string, scratch: string): Promise<string>
   }
 }
 
+/**
+ * The manifest after a debugfs script of `entries` (builder/disk/debugfs.ts) ran on the
+ * filesystem `base` describes: what the image stage writes, without reading the whole
+ * filesystem again. `verify` reads the image itself, so a mistake here shows there.
+ */
+export async function applyEntries(base: string, entries: { path: string; kind: "dir" | "file" | "symlink"; mode: number; source: string; target?: string }[]): Promise<string> {
+  const manifest = parseManifest(base);
+  const mode = (m: number) => (m & 0o7777).toString(8).padStart(4, "0");
+  for (const e of entries) {
+    if (e.kind === "dir") {
+      if (!manifest.has(e.path)) manifest.set(e.path, { path: e.path, type: "d", mode: mode(e.mode), owner: "0:0", value: "-" });
+    } else if (e.kind === "file") {
+      manifest.set(e.path, { path: e.path, type: "f", mode: mode(e.mode), owner: "0:0", value: await sha256Of(e.source) });
+    } else {
+      manifest.set(e.path, { path: e.path, type: "l", mode: "0777", owner: "0:0", value: escapeTarget(e.target ?? "") });
+    }
+  }
+  return manifestText([...manifest.values()]);
+}
+
 /** What differs between two manifests: every path added, removed or changed (with both lines). */
 export function compareManifests(expected: string, actual: string): { path: string; expected?: string; actual?: string }[] {
   const want = parseManifest(expected);

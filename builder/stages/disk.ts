@@ -4,12 +4,15 @@ import type { ApplianceDefinition } from "../definition.js";
 import { parseSize } from "../definition.js";
 import { installBiosBoot } from "../disk/bios-boot.js";
 import { debugfsErrors, timesScript } from "../disk/debugfs.js";
+import { ext4Manifest } from "../disk/contents.js";
 import { GRUB_BIOS_MODULES, GRUB_EFI_MODULES, earlyConfig, grubConfig } from "../disk/grub.js";
 import { SECTOR, planLayout, sgdiskArgs, type DiskLayout } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
 import { rootfsTar } from "./rootfs.js";
 
 export const DISK_IMAGE = "disk.raw";
+/** The root filesystem's contents manifest before the overlays (builder/disk/contents.ts). */
+export const BASE_CONTENTS = "contents.txt";
 const LAYOUT_JSON = "layout.json";
 const DIRS_JSON = "dirs.json";
 /** Unit files and enablement links of the root, so later stages can run `systemctl --root` on a small copy. */
@@ -42,7 +45,7 @@ export const LAYER_TREE = "tree";
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
   inputs: ({ definition, epoch, rootfs, layers = [] }) => ({ epoch, rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
   async build(run, { definition, epoch, rootfs, layers = [] }) {
     const work = join(run.out, "work");
@@ -77,6 +80,8 @@ export const diskStage: Stage<DiskDeps> = {
     const timesOutput = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", timesFile, rootImage], { env: timeEnv });
     const timeErrors = debugfsErrors(timesOutput);
     if (timeErrors.length > 0) throw new Error(`debugfs could not set the root filesystem's times:\n  ${timeErrors.slice(0, 10).join("\n  ")}`);
+    run.log("recording the root filesystem's contents (for verify)");
+    await writeFile(join(run.out, BASE_CONTENTS), await ext4Manifest(rootImage, join(work, "contents")));
 
     run.log("making GRUB images and the EFI system partition");
     const efiBinary = join(work, "BOOTX64.EFI");

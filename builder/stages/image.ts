@@ -1,11 +1,11 @@
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ext4Manifest } from "../disk/contents.js";
+import { applyEntries } from "../disk/contents.js";
 import { debugfsErrors, debugfsScript, listTree, type TreeEntry } from "../disk/debugfs.js";
 import { SECTOR } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
-import { DISK_IMAGE, SYSTEMD_SHADOW, readLayout, readRootDirs } from "./disk.js";
+import { BASE_CONTENTS, DISK_IMAGE, SYSTEMD_SHADOW, readLayout, readRootDirs } from "./disk.js";
 import { TREE, UNITS_JSON } from "./overlays.js";
 
 /** The root filesystem's contents manifest (builder/disk/contents.ts). */
@@ -45,9 +45,7 @@ export const imageStage: Stage<ImageDeps> = {
     await rm(script);
     // A consistency check of the filesystem the overlays were written into.
     await run.exec("e2fsck", ["-f", "-n", rootfs]);
-    run.log("recording the root filesystem's contents (for verify)");
-    await writeFile(join(run.out, CONTENTS), await ext4Manifest(rootfs, join(run.out, ".scratch")));
-    await rm(join(run.out, ".scratch"), { recursive: true, force: true });
+    await writeFile(join(run.out, CONTENTS), await applyEntries(await readFile(join(disk.dir, BASE_CONTENTS), "utf8"), entries));
   },
 };
 

@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
-import { compareManifests, ext4Manifest } from "../../builder/disk/contents.js";
+import { applyEntries, compareManifests, ext4Manifest } from "../../builder/disk/contents.js";
+import { debugfsScript, listTree } from "../../builder/disk/debugfs.js";
 
 /** A small ext4 image made from a directory, as the disk stage makes the root (mkfs.ext4 -d under fakeroot). */
 async function ext4From(files: Record<string, string>): Promise<{ image: string; dir: string }> {
@@ -42,5 +43,26 @@ describe("root filesystem contents manifest", () => {
     const differences = compareManifests(manifest, tampered);
     expect(differences.map((d) => d.path)).toEqual(["etc/conf"]);
     expect(differences[0]!.expected).not.toBe(differences[0]!.actual);
+  });
+
+  it("the manifest after the image stage's debugfs writes equals what applyEntries derives from the base manifest", async () => {
+    const { image, dir } = await ext4From({ "usr/bin/tool": "v1\n", "etc/owned": "x\n", "etc/conf": "a=1\n" });
+    const base = await ext4Manifest(image, dir);
+    const overlay = join(dir, "overlay");
+    await mkdir(join(overlay, "etc/new/deeper"), { recursive: true });
+    await mkdir(join(overlay, "root/.ssh"), { recursive: true });
+    await writeFile(join(overlay, "etc/conf"), "a=2\n"); // replaces a file
+    await writeFile(join(overlay, "etc/new/deeper/file"), "new\n");
+    await writeFile(join(overlay, "root/.ssh/authorized_keys"), "ssh-ed25519 AAAA test\n"); // private: 0700 dir, 0600 file
+    await symlink("/etc/conf", join(overlay, "etc/new/link"));
+    const entries = await listTree(overlay);
+    const existing = new Set(base.split("\n").filter((l) => l.startsWith("d ")).map((l) => l.split(" ").slice(4).join(" ")));
+    await writeFile(join(dir, "script"), debugfsScript(entries, existing));
+    await execa("debugfs", ["-w", "-f", join(dir, "script"), image]);
+    const derived = await applyEntries(base, entries);
+    expect(compareManifests(await ext4Manifest(image, dir), derived)).toEqual([]);
+    expect(derived).toContain("d 0700 0:0 - root/.ssh");
+    expect(derived).toMatch(/^f 0600 0:0 [0-9a-f]{64} root\/\.ssh\/authorized_keys$/m);
+    expect(derived).toContain("l 0777 0:0 /etc/conf etc/new/link");
   });
 });
