@@ -41,7 +41,7 @@ Exit status: 0 when every check passes, 1 when one fails (each difference is nam
     const checks = await verifyImage(image, reportPath);
     for (const check of checks) {
       console.log(`  ${check.ok ? "ok  " : "FAIL"}  ${check.name}: ${check.detail}`);
-      for (const problem of check.problems.slice(0, MAX_PROBLEMS)) console.log(`          ${problem}`);
+      for (const problem of check.problems.slice(0, MAX_PROBLEMS)) console.log(`          ${problem.replace(/\n/g, "\n          ")}`);
       if (check.problems.length > MAX_PROBLEMS) console.log(`          … and ${check.problems.length - MAX_PROBLEMS} more`);
     }
     const failed = checks.filter((c) => !c.ok);

@@ -91,7 +91,7 @@ export async function verifyImage(image: string, reportPath: string, opts: { scr
         const expected = await readFile(join(dirname(reportPath), v.contentsFile), "utf8").catch(() => undefined);
         if (expected === undefined) problems = [`contents digest ${digest}, built ${v.contentsDigest} (${v.contentsFile} is not beside the report, so the files that differ cannot be named)`];
         else if (sha256Text(expected) !== v.contentsDigest) problems = [`${v.contentsFile} beside the report does not match the report's digest: it cannot be trusted`];
-        else problems = compareManifests(expected, manifest).map((d) => `/${d.path}: ${d.actual === undefined ? "missing" : d.expected === undefined ? "not in the image built" : "differs"}${d.expected ? `\n        built:  ${d.expected}` : ""}${d.actual ? `\n        found:  ${d.actual}` : ""}`);
+        else problems = compareManifests(expected, manifest).map((d) => `/${d.path}: ${d.actual === undefined ? "missing" : d.expected === undefined ? "not in the image built" : "differs"}${d.expected ? `\n  built: ${d.expected}` : ""}${d.actual ? `\n  found: ${d.actual}` : ""}`);
       }
       const entries = manifest.split("\n").filter(Boolean).length;
       checks.push(result("root filesystem", problems, `${entries} entries, contents digest ${digest} as built`, `contents digest ${digest}, built ${v.contentsDigest}`));
