@@ -7,16 +7,22 @@ import { buildContent } from "./images/pipeline.js";
 import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
-import { diskStage } from "./stages/disk.js";
+import { diskStage, readLayout } from "./stages/disk.js";
+import { type DiskLayout } from "./disk/layout.js";
+import { collectSbomInput } from "./sbom/collect.js";
+import { bootDigests, type BootDigests } from "./verify/regions.js";
+import type { SbomInput } from "./sbom/cyclonedx.js";
+import { sha256Text } from "./cache.js";
 import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
 import { ensureArtifacts, loadArtifacts, selectTargets, type ArtifactResult } from "./sources/index.js";
 import { UserError } from "./errors.js";
 import { ensureLockedDebs, type DebOrigin } from "./debian/fetch.js";
-import { imageStage } from "./stages/image.js";
+import { CONTENTS, imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
-import { SEEDED_JSON } from "./stages/registry.js";
+import { REGISTRY_STORAGE, SEEDED_JSON } from "./stages/registry.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
+import { sourceDateEpoch } from "./reproducible.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -29,6 +35,17 @@ export interface BuildRequest {
   snapshot?: string;
 }
 
+/** What `icn-bootstrap verify` checks an image against (written into the report). */
+export interface Verification {
+  layout: DiskLayout;
+  boot: BootDigests;
+  /** The root filesystem's contents manifest (builder/disk/contents.ts) and its sha256. */
+  contents: string;
+  contentsDigest: string;
+  /** Where the registry's storage is in the root, and what it must serve. */
+  registry: { storage: string; images: { ref: string; repository: string; tags: string[]; digest: string }[] };
+}
+
 export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
@@ -37,6 +54,8 @@ export interface BuildResult {
   debianFiles: DebOrigin[];
   /** The container images seeded into the registry (reference, digest, built or pulled). */
   containerImages?: { ref: string; digest: string; source: string }[];
+  sbom: SbomInput;
+  verification: Verification;
 }
 
 /** The node binaries at the lock file's one Kubernetes version, built or fetched into the artifact cache. */
@@ -54,8 +73,13 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
 
 export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
 
+/**
+ * Stage outputs: `$ICN_BOOTSTRAP_STAGE_CACHE`, else `<cache>/stages`. Pointing only the
+ * stage cache elsewhere gives a build with no stage output to reuse while the artifact,
+ * download and .deb caches stay shared (the reproducibility test does this).
+ */
 export function stagesDir(): string {
-  return join(cacheRoot(), "stages");
+  return process.env.ICN_BOOTSTRAP_STAGE_CACHE || join(cacheRoot(), "stages");
 }
 
 /** The stage list, in order; each stage is skipped when its inputs are unchanged. */
@@ -77,8 +101,10 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
   const layers: StageResult[] = [];
   const contentStages: StageResult[] = [];
+  let nodeBinaries: ArtifactResult[] = [];
   if (definition.kubernetes.enabled) {
-    const kubernetes = await runStage(kubernetesStage, { binaries: await kubernetesArtifacts(definition, request.lockPath) }, cache);
+    nodeBinaries = await kubernetesArtifacts(definition, request.lockPath);
+    const kubernetes = await runStage(kubernetesStage, { binaries: nodeBinaries }, cache);
     layers.push(kubernetes);
     contentStages.push(kubernetes);
   }
@@ -87,8 +113,9 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   layers.push(content.registry!, content.files);
   contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images!, content.registry!);
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const disk = await runStage(diskStage, { definition, rootfs, layers }, cache);
-  const image = await runStage(imageStage, { disk, overlays }, cache);
+  const epoch = sourceDateEpoch(lock.debian);
+  const disk = await runStage(diskStage, { definition, epoch, rootfs, layers }, cache);
+  const image = await runStage(imageStage, { disk, overlays, epoch }, cache);
 
   await mkdir(request.outDir, { recursive: true });
   const target = (format: OutputFormat) => join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
@@ -109,7 +136,28 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
   const stages = [rootfs, ...contentStages, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
-  const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; digest: string; source: string }[] };
+  const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[] };
   const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
-  return { stages, images, packages, debianFiles, containerImages };
+  const sbom = await collectSbomInput({
+    name: definition.name,
+    epoch,
+    lock,
+    rootfsDir: rootfs.dir,
+    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : [])],
+    nodeBinaries,
+    plan: content.plan,
+    seeded: seeded.images,
+    filesDir: content.files.dir,
+    images: Object.entries(images).map(([format, image]) => ({ format, sha256: image.sha256 })),
+  });
+  const contents = await readFile(join(image.dir, CONTENTS), "utf8");
+  const layout = await readLayout(disk.dir);
+  const verification: Verification = {
+    layout,
+    boot: await bootDigests(formatSource("usb", image), layout),
+    contents,
+    contentsDigest: sha256Text(contents),
+    registry: { storage: REGISTRY_STORAGE, images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })) },
+  };
+  return { stages, images, packages, debianFiles, containerImages, sbom, verification };
 }

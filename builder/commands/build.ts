@@ -1,4 +1,4 @@
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
 import { DEFAULT_DEFINITION, loadDefinition, OUTPUT_FORMATS, type OutputFormat } from "../definition.js";
 import { UserError } from "../errors.js";
@@ -28,7 +28,8 @@ options:
 Debian packages are fetched as the lock file records them (pool path + sha256): from the
 cache, else the archive's pool, else the snapshot archive; the lock is never rewritten.
 
-outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
+outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.cdx.json (CycloneDX 1.6 SBOM),
+DIR/<name>.report.json, DIR/<name>.contents.txt (what 'icn-bootstrap verify' checks)`,
   async run(argv) {
     const { values } = parseCommandArgs("build", argv, {
       definition: { type: "string" },
@@ -46,9 +47,8 @@ outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.report.json`,
     log("build", `${definition.name}: formats ${formats.join(", ")} -> ${outDir}`);
     const result = await build({ definition, definitionPath, lock, lockPath, formats, outDir, snapshot: values.snapshot });
     const seconds = (Date.now() - started) / 1000;
-    const reportPath = join(outDir, `${definition.name}.report.json`);
-    await writeReport(reportPath, definition.name, result, seconds);
-    console.log(summary(result, reportPath, seconds));
+    const paths = await writeReport(outDir, definition.name, result, seconds);
+    console.log(summary(result, paths, seconds));
   },
 };
 

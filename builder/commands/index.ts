@@ -6,5 +6,6 @@ import { lockCommand } from "./lock.js";
 import { lockArtifactsCommand } from "./lock-artifacts.js";
 import { lockImagesCommand } from "./lock-images.js";
 import { uploadCommand } from "./upload.js";
+import { verifyCommand } from "./verify.js";
 
-export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand, uploadCommand];
+export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand, verifyCommand, uploadCommand];

@@ -58,6 +58,11 @@ export function debugfsScript(entries: TreeEntry[], existingDirs: Set<string>): 
   return lines.join("\n") + "\n";
 }
 
+/** Sets atime and ctime of every path ("" is the root directory) to `epoch` (mtime is the file's own, already clamped). */
+export function timesScript(paths: string[], epoch: number): string {
+  return paths.map((path) => `sif ${quote(path)} atime @${epoch}\nsif ${quote(path)} ctime @${epoch}\n`).join("");
+}
+
 /** debugfs reports errors on stdout/stderr and still exits 0: anything but a "not found" from rm is fatal. */
 export function debugfsErrors(output: string): string[] {
   const lines = output.split("\n");

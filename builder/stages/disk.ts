@@ -3,12 +3,16 @@ import { join } from "node:path";
 import type { ApplianceDefinition } from "../definition.js";
 import { parseSize } from "../definition.js";
 import { installBiosBoot } from "../disk/bios-boot.js";
+import { debugfsErrors, timesScript } from "../disk/debugfs.js";
+import { ext4Manifest } from "../disk/contents.js";
 import { GRUB_BIOS_MODULES, GRUB_EFI_MODULES, earlyConfig, grubConfig } from "../disk/grub.js";
 import { SECTOR, planLayout, sgdiskArgs, type DiskLayout } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
 import { rootfsTar } from "./rootfs.js";
 
 export const DISK_IMAGE = "disk.raw";
+/** The root filesystem's contents manifest before the overlays (builder/disk/contents.ts). */
+export const BASE_CONTENTS = "contents.txt";
 const LAYOUT_JSON = "layout.json";
 const DIRS_JSON = "dirs.json";
 /** Unit files and enablement links of the root, so later stages can run `systemctl --root` on a small copy. */
@@ -19,6 +23,8 @@ const OVERLAY_ROOM = 64 * 1024 * 1024;
 
 export interface DiskDeps {
   definition: ApplianceDefinition;
+  /** SOURCE_DATE_EPOCH (builder/reproducible.ts): every time written into the disk. */
+  epoch: number;
   rootfs: StageResult;
   /**
    * Content layers: outputs of stages that put large, rarely changing trees into the root
@@ -39,30 +45,43 @@ export const LAYER_TREE = "tree";
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
-  inputs: ({ definition, rootfs, layers = [] }) => ({ rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
-  async build(run, { definition, rootfs, layers = [] }) {
+  sources: [import.meta.filename, join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
+  inputs: ({ definition, epoch, rootfs, layers = [] }) => ({ epoch, rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
+  async build(run, { definition, epoch, rootfs, layers = [] }) {
     const work = join(run.out, "work");
     const staging = join(work, "root");
     const fakerootState = join(work, "fakeroot.state");
     await mkdir(staging, { recursive: true });
     const seed = [rootfs.key, ...layers.map((l) => l.key)].join(":");
+    const timeEnv = { SOURCE_DATE_EPOCH: String(epoch), E2FSPROGS_FAKE_TIME: String(epoch) };
     const rootFsUuid = planLayout(seed, 0, 0).rootFsUuid;
 
     run.log("unpacking the root filesystem");
     await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: definition.console.serial, title: definition.name }));
-    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW), ...layers.map((l) => join(l.dir, LAYER_TREE))]);
+    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW), ...layers.map((l) => join(l.dir, LAYER_TREE))], { env: timeEnv });
     if (layers.length > 0) run.log(`added content layers: ${layers.map((l) => l.name).join(", ")}`);
     const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
+    const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
     await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
 
-    const usedBytes = Number((await run.exec("du", ["-s", "--block-size=1", "--apparent-size", staging])).split(/\s/)[0]);
+    // The files' sizes plus a block per directory: not `du`, whose directory sizes depend on the build host's file system.
+    const fileSizes = (await run.exec("find", [staging, "-type", "f", "-printf", "%s\\n"])).split("\n").filter(Boolean);
+    const usedBytes = fileSizes.reduce((sum, size) => sum + Number(size), 0) + 4096 * dirs.length;
     const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + OVERLAY_ROOM + parseSize(definition.disk.rootFree);
     const layout = planLayout(seed, parseSize(definition.disk.espSize), rootBytes);
     const rootImage = join(work, "root.ext4");
     run.log(`making the ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
-    await run.exec("fakeroot", ["-i", fakerootState, "--", "mkfs.ext4", "-q", "-F", "-L", "icn-root", "-U", layout.rootFsUuid, "-E", `root_owner=0:0,hash_seed=${layout.rootFsUuid}`, "-d", staging, rootImage, `${layout.root.sectors / 2}k`]);
+    await run.exec("fakeroot", ["-i", fakerootState, "--", "mkfs.ext4", "-q", "-F", "-L", "icn-root", "-U", layout.rootFsUuid, "-E", `root_owner=0:0,hash_seed=${layout.rootFsUuid}`, "-d", staging, rootImage, `${layout.root.sectors / 2}k`], { env: timeEnv });
     await rm(staging, { recursive: true, force: true });
+    // mkfs.ext4 -d copies each file's atime and ctime from the build host (E2FSPROGS_FAKE_TIME
+    // covers only what mkfs makes itself): set both to the epoch in every inode.
+    const timesFile = join(work, "times.debugfs");
+    await writeFile(timesFile, timesScript(["", ...paths], epoch));
+    const timesOutput = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", timesFile, rootImage], { env: timeEnv });
+    const timeErrors = debugfsErrors(timesOutput);
+    if (timeErrors.length > 0) throw new Error(`debugfs could not set the root filesystem's times:\n  ${timeErrors.slice(0, 10).join("\n  ")}`);
+    run.log("recording the root filesystem's contents (for verify)");
+    await writeFile(join(run.out, BASE_CONTENTS), await ext4Manifest(rootImage, join(work, "contents")));
 
     run.log("making GRUB images and the EFI system partition");
     const efiBinary = join(work, "BOOTX64.EFI");
@@ -71,10 +90,11 @@ export const diskStage: Stage<DiskDeps> = {
     await run.exec("grub-mkimage", ["-O", "x86_64-efi", "-d", `${GRUB_LIB}/x86_64-efi`, "-o", efiBinary, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_EFI_MODULES]);
     await run.exec("grub-mkimage", ["-O", "i386-pc", "-d", `${GRUB_LIB}/i386-pc`, "-o", coreImg, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_BIOS_MODULES]);
     const espImage = join(work, "esp.vfat");
-    await run.exec("mkfs.vfat", ["-F", "32", "-n", "ESP", "-i", layout.esp.guid.slice(0, 8), "-C", espImage, String(layout.esp.sectors / 2)]);
-    await run.exec("mmd", ["-i", espImage, "::/EFI", "::/EFI/BOOT"]);
+    // --invariant: no creation time in the volume label entry; the serial is derived (-i); mtools takes file times from SOURCE_DATE_EPOCH.
+    await run.exec("mkfs.vfat", ["--invariant", "-F", "32", "-n", "ESP", "-i", layout.esp.guid.slice(0, 8), "-C", espImage, String(layout.esp.sectors / 2)], { env: timeEnv });
+    await run.exec("mmd", ["-i", espImage, "::/EFI", "::/EFI/BOOT"], { env: timeEnv });
     // The removable-media path: firmware boots it from any USB stick without NVRAM entries.
-    await run.exec("mcopy", ["-i", espImage, efiBinary, "::/EFI/BOOT/BOOTX64.EFI"]);
+    await run.exec("mcopy", ["-i", espImage, efiBinary, "::/EFI/BOOT/BOOTX64.EFI"], { env: timeEnv });
 
     run.log("assembling the GPT disk");
     const disk = join(run.out, DISK_IMAGE);
@@ -106,7 +126,9 @@ export async function readRootDirs(diskDir: string): Promise<Set<string>> {
 
 /**
  * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir, $5... layer trees.
- * Runs inside fakeroot: files are owned by root whatever user builds.
+ * Runs inside fakeroot: files are owned by root whatever user builds. Every mtime newer
+ * than SOURCE_DATE_EPOCH (the layers' files, grub.cfg, the directories they went into)
+ * is clamped to it.
  */
 const COMPOSE = `
 root="$2"; grubcfg="$3"; shadow="$4"
@@ -118,4 +140,5 @@ cp "$grubcfg" "$root"/boot/grub/grub.cfg
 cp -a "$root"/usr/lib/systemd/system "$shadow"/usr/lib/systemd/
 cp -a "$root"/etc/systemd/system "$shadow"/etc/systemd/
 ln -s usr/lib "$shadow"/lib
+find "$root" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 `;

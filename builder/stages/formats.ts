@@ -19,9 +19,10 @@ export const qcow2Stage: Stage<FormatsDeps> = {
   inputs: ({ image, virtualBytes }) => ({ image: image.key, virtualBytes }),
   async build(run, { image, virtualBytes }) {
     run.log("converting the disk to compressed qcow2");
+    // No -W: out-of-order writes would store the compressed clusters in a different order each run.
     const raw = join(image.dir, DISK_IMAGE);
     const target = join(run.out, QCOW2);
-    await run.exec("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", "-c", "-o", "compression_type=zstd", "-m", "4", "-W", raw, target]);
+    await run.exec("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", "-c", "-o", "compression_type=zstd", "-m", "4", raw, target]);
     if (virtualBytes > (await stat(raw)).size) await run.exec("qemu-img", ["resize", "-q", target, String(virtualBytes)]);
   },
 };

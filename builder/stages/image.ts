@@ -1,15 +1,21 @@
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { applyEntries } from "../disk/contents.js";
 import { debugfsErrors, debugfsScript, listTree, type TreeEntry } from "../disk/debugfs.js";
 import { SECTOR } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
-import { DISK_IMAGE, SYSTEMD_SHADOW, readLayout, readRootDirs } from "./disk.js";
+import { BASE_CONTENTS, DISK_IMAGE, SYSTEMD_SHADOW, readLayout, readRootDirs } from "./disk.js";
 import { TREE, UNITS_JSON } from "./overlays.js";
+
+/** The root filesystem's contents manifest (builder/disk/contents.ts). */
+export const CONTENTS = "contents.txt";
 
 export interface ImageDeps {
   disk: StageResult;
   overlays: StageResult;
+  /** SOURCE_DATE_EPOCH: the times of every inode debugfs writes or removes. */
+  epoch: number;
 }
 
 /**
@@ -19,9 +25,9 @@ export interface ImageDeps {
  */
 export const imageStage: Stage<ImageDeps> = {
   name: "image",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts")],
-  inputs: ({ disk, overlays }) => ({ disk: disk.key, overlays: overlays.key }),
-  async build(run, { disk, overlays }) {
+  sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts"), join(import.meta.dirname, "../disk/contents.ts")],
+  inputs: ({ disk, overlays, epoch }) => ({ disk: disk.key, overlays: overlays.key, epoch }),
+  async build(run, { disk, overlays, epoch }) {
     const image = join(run.out, DISK_IMAGE);
     await run.exec("cp", ["--sparse=always", "--reflink=auto", join(disk.dir, DISK_IMAGE), image]);
     const tree = join(overlays.dir, TREE);
@@ -33,12 +39,13 @@ export const imageStage: Stage<ImageDeps> = {
     const script = join(run.out, "overlay.debugfs");
     await writeFile(script, debugfsScript(entries, await readRootDirs(disk.dir)));
     run.log(`writing ${entries.length} overlay entries (${units.length} units enabled) into the root filesystem`);
-    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs]);
+    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs], { env: { E2FSPROGS_FAKE_TIME: String(epoch) } });
     const errors = debugfsErrors(output);
     if (errors.length > 0) throw new Error(`debugfs could not write the overlays:\n  ${errors.slice(0, 10).join("\n  ")}`);
     await rm(script);
     // A consistency check of the filesystem the overlays were written into.
     await run.exec("e2fsck", ["-f", "-n", rootfs]);
+    await writeFile(join(run.out, CONTENTS), await applyEntries(await readFile(join(disk.dir, BASE_CONTENTS), "utf8"), entries));
   },
 };
 

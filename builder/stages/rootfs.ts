@@ -5,6 +5,7 @@ import { UserError } from "../errors.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
 import { versionsOf, type PinnedPackage } from "../debian/schema.js";
 import type { DebianLock } from "../lockfile.js";
+import { sourceDateEpoch } from "../reproducible.js";
 import type { Stage } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
 
@@ -72,7 +73,7 @@ export const rootfsStage: Stage<RootfsDeps> = {
     const requested = requestedPackages(definition);
     if (!resolve) assertLockFits(definition, lock);
     const { suite, components, archives } = lock;
-    return { suite, components, archives, requested, pinned: resolve ? { newestAt: resolve } : fileDigests(lock.packages) };
+    return { suite, components, archives, requested, pinned: resolve ? { newestAt: resolve } : fileDigests(lock.packages), epoch: sourceDateEpoch(lock) };
   },
   async build(run, { definition, lock, resolve }) {
     const requested = requestedPackages(definition);
@@ -80,7 +81,9 @@ export const rootfsStage: Stage<RootfsDeps> = {
     run.log(`mmdebstrap ${lock.suite}: ${requested.length} requested packages${resolve ? ` (resolving the newest versions in ${lock.archives.flatMap((a) => a.suites).join(", ")})` : `, ${Object.keys(lock.packages).length} pinned files`}`);
     await mmdebstrap(
       run.exec,
-      { sources: lock, variant: "apt", format: "tar", target: tarPath, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CUSTOMIZE] },
+      // SOURCE_DATE_EPOCH: mmdebstrap clamps the tarball's mtimes to it, dpkg, shadow and
+      // mkinitramfs take their times from it, so two builds of the same lock give the same tree.
+      { sources: lock, variant: "apt", format: "tar", target: tarPath, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CUSTOMIZE], env: { SOURCE_DATE_EPOCH: String(sourceDateEpoch(lock)) } },
       resolve ? { resolve: requested } : { pinned: lock.packages },
     );
     const status = await readTarMember(tarPath, "var/lib/dpkg/status");

@@ -43,3 +43,28 @@ export async function statInFs(fs: string, path: string): Promise<{ type: string
     linkTarget: /Fast link dest: "([^"]*)"/.exec(stdout)?.[1],
   };
 }
+
+/**
+ * Changes one byte of a file's data inside the ext4 partition of a disk image, behind the
+ * filesystem's back (no metadata touched): what a tampered stick looks like.
+ */
+export async function flipByteOfFile(image: string, partition: number, path: string): Promise<void> {
+  const { ext } = await partitionAddress(image, partition);
+  const offset = Number(ext.split("?offset=")[1]);
+  const block = Number((await debugfs(ext, `bmap "${path}" 0`)).trim());
+  if (!(block > 0)) throw new Error(`no data block for ${path}`);
+  const size = Number(/Size: (\d+)/.exec(await debugfs(ext, `stat "${path}"`))?.[1]);
+  if (!(size > 100)) throw new Error(`${path} has ${size} bytes: too small to change its byte 100`);
+  const blockSize = Number(/Block size:\s+(\d+)/.exec((await execa("dumpe2fs", ["-h", ext], { stderr: "ignore" })).stdout)?.[1]);
+  const { open } = await import("node:fs/promises");
+  const handle = await open(image, "r+");
+  try {
+    const byte = Buffer.alloc(1);
+    const at = offset + block * blockSize + 100;
+    await handle.read(byte, 0, 1, at);
+    byte[0] = byte[0]! ^ 0xff;
+    await handle.write(byte, 0, 1, at);
+  } finally {
+    await handle.close();
+  }
+}

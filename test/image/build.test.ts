@@ -45,7 +45,7 @@ describe("icn-bootstrap build with the default definition", () => {
       expect(build.stdout).toContain(await sha256(image));
     }
     expect(build.stderr).toMatch(/rootfs\s+(reused|done in)/);
-    expect((await readdir(out)).sort()).toEqual(["icn-bootstrap.img", "icn-bootstrap.qcow2", "icn-bootstrap.report.json"]);
+    expect((await readdir(out)).sort()).toEqual(["icn-bootstrap.cdx.json", "icn-bootstrap.contents.txt", "icn-bootstrap.img", "icn-bootstrap.qcow2", "icn-bootstrap.report.json"]);
   });
 
   it("writes a GPT with a BIOS boot partition, an EFI system partition and a root partition", async () => {

@@ -1,0 +1,82 @@
+/**
+ * Gathers the SBOM's inputs from what the build made: the lock's Debian pins of the sets
+ * that went in, the Go binaries (wherever they are: the root, the container images, the
+ * file server), the seeded images and the file server's files.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { execa } from "execa";
+import { ContentStore } from "../cache.js";
+import { debianSets, type LockFile } from "../lockfile.js";
+import type { ImagesPlan } from "../images/plan.js";
+import type { ArtifactResult } from "../sources/index.js";
+import { FILES_JSON, FILES_REPO_PATH } from "../stages/files.js";
+import { readTarMember } from "../tar-read.js";
+import { rootfsTar } from "../stages/rootfs.js";
+import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput } from "./cyclonedx.js";
+import { readBuildInfo } from "./go-buildinfo.js";
+
+/** Host packages whose versions decide the image's bytes (file system and boot loader tools). */
+const HOST_PACKAGES = ["mmdebstrap", "e2fsprogs", "dosfstools", "mtools", "gdisk", "grub-common", "grub-pc-bin", "grub-efi-amd64-bin", "fakeroot", "qemu-utils", "skopeo", "docker-registry", "gzip", "tar"];
+
+export interface CollectOptions {
+  name: string;
+  epoch: number;
+  lock: LockFile;
+  rootfsDir: string;
+  /** Which Debian sets went in (base and toolchain only when images were built from recipes). */
+  sets: ("rootfs" | "base" | "toolchain")[];
+  nodeBinaries: ArtifactResult[];
+  plan: ImagesPlan;
+  seeded: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[];
+  filesDir: string;
+  images: { format: string; sha256: string }[];
+}
+
+export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput> {
+  const store = new ContentStore();
+  const debian: SbomDebianPackage[] = debianSets(opts.lock)
+    .filter((set) => opts.sets.includes(set.name))
+    .flatMap((set) => Object.entries(set.packages).map(([name, pin]) => ({ set: set.name, name, version: pin.version, architecture: pin.architecture, sha256: pin.sha256 })));
+  const debianVersion = ((await readTarMember(rootfsTar(opts.rootfsDir), "etc/debian_version")) ?? "").trim();
+
+  // sha256 -> binary; the same binary may be in several places.
+  const found = new Map<string, { name: string; path: string; locations: string[] }>();
+  const add = (sha256: string, name: string, path: string, location: string) => {
+    const entry = found.get(sha256) ?? { name, path, locations: [] };
+    entry.locations.push(location);
+    found.set(sha256, entry);
+  };
+  for (const b of opts.nodeBinaries) add(b.sha256, b.name, b.path, `/usr/local/bin/${b.name}`);
+  const imageBinaries = new Map<string, string[]>();
+  for (const image of opts.plan.images) {
+    for (const file of image.recipe?.files ?? []) {
+      if (!file.from.startsWith(store.root)) continue; // only artifacts come from the content store
+      add(file.sha256, file.to.split("/").pop()!, file.from, `image ${image.ref}:${file.to}`);
+      imageBinaries.set(image.ref, [...(imageBinaries.get(image.ref) ?? []), file.sha256]);
+    }
+  }
+  const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: { path: string; sha256: string; from: string }[] };
+  const files = served.files.map((f) => ({ ...f, path: `/${FILES_REPO_PATH}/${f.path}` }));
+  for (const f of files) if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), `file server ${f.path}`);
+
+  const goBinaries: SbomGoBinary[] = [];
+  for (const [sha256, { name, path, locations }] of [...found].sort(([a], [b]) => a.localeCompare(b))) {
+    const info = await readBuildInfo(path);
+    if (info) goBinaries.push({ name, sha256, info, locations: locations.sort() });
+  }
+
+  const containerImages: SbomContainerImage[] = opts.seeded.map((s) => {
+    const planned = opts.plan.images.find((i) => i.ref === s.ref);
+    return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [] };
+  });
+  return { name: opts.name, epoch: opts.epoch, debianVersion, debian, goBinaries, containerImages, files, images: opts.images, tools: await hostToolVersions() };
+}
+
+async function hostToolVersions(): Promise<{ name: string; version: string }[]> {
+  const { stdout } = await execa("dpkg-query", ["-W", "-f", "${Package} ${Version}\\n", ...HOST_PACKAGES], { reject: false });
+  return stdout.split("\n").filter(Boolean).map((line) => {
+    const [name, version] = line.split(" ");
+    return { name: name!, version: version! };
+  }).filter((t) => t.version);
+}

@@ -1,0 +1,172 @@
+/**
+ * Bit-reproducible images: two builds from the same commit and lock file, the second
+ * with an empty stage cache of its own (ICN_BOOTSTRAP_STAGE_CACHE; the artifact, .deb and
+ * layer caches stay shared, as on a machine that keeps its downloads), give the same
+ * USB image, qcow2, SBOM and contents manifest. Then `verify` on the result: the images
+ * pass, a changed byte in a root filesystem file or in a registry blob fails, named.
+ */
+import { Spec, Validation } from "@cyclonedx/cyclonedx-library";
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { copyFile, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli, type CliResult } from "../helpers/cli.js";
+import { flipByteOfFile } from "../helpers/image.js";
+import { blobPath } from "../../builder/stages/registry.js";
+
+const BUILD_TIMEOUT = 60 * 60_000;
+const VERIFY_TIMEOUT = 10 * 60_000;
+const NAME = "icn-bootstrap";
+const OUTPUTS = [`${NAME}.img`, `${NAME}.qcow2`, `${NAME}.cdx.json`, `${NAME}.contents.txt`];
+
+async function sha256(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/**
+ * What cannot be identical in the report, by nature: it records this build (when, how
+ * long each stage took, whether it was reused, the bytes its output and the images occupy
+ * on this disk, where the images were written, where each .deb came from). Everything
+ * else in it must be equal.
+ */
+function withoutBuildRecord(report: Record<string, unknown>) {
+  const { builtAt: _b, totalSeconds: _t, stages, images, sbom, ...rest } = report as {
+    builtAt: string;
+    totalSeconds: number;
+    stages: { name: string; key: string }[];
+    images: Record<string, { apparentBytes: number; sha256: string }>;
+    sbom: { debianFiles: { from: string }[] };
+  };
+  return {
+    ...rest,
+    stages: stages.map(({ name, key }) => ({ name, key })),
+    images: Object.fromEntries(Object.entries(images).map(([format, { apparentBytes, sha256 }]) => [format, { apparentBytes, sha256 }])),
+    sbom: { ...sbom, debianFiles: sbom.debianFiles.map(({ from: _from, ...f }) => f) },
+  };
+}
+
+describe("reproducible build", () => {
+  const outs: string[] = [];
+  let stagesB: string;
+  let first: CliResult;
+  let second: CliResult;
+  let secondSeconds = 0;
+
+  beforeAll(async () => {
+    outs.push(await mkdtemp(join(tmpdir(), "icn-repro-a-")), await mkdtemp(join(tmpdir(), "icn-repro-b-")));
+    stagesB = await mkdtemp(join(tmpdir(), "icn-repro-stages-"));
+    first = await runCli(["build", "--out", outs[0]!]);
+    const started = Date.now();
+    second = await runCli(["build", "--out", outs[1]!], { ICN_BOOTSTRAP_STAGE_CACHE: stagesB });
+    secondSeconds = (Date.now() - started) / 1000;
+    console.log(`second build (empty stage cache): ${secondSeconds.toFixed(0)} s`);
+  }, BUILD_TIMEOUT);
+
+  afterAll(async () => {
+    // Only this test's own directories: the shared cache is never touched.
+    for (const dir of [...outs, stagesB]) if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("both builds succeed; the second reuses no stage output", async () => {
+    expect(first.exitCode, first.all).toBe(0);
+    expect(second.exitCode, second.all).toBe(0);
+    const report = JSON.parse(await readFile(join(outs[1]!, `${NAME}.report.json`), "utf8"));
+    expect(report.stages.filter((s: { reused: boolean }) => s.reused)).toEqual([]);
+  });
+
+  it("gives a bit-identical USB image, qcow2, SBOM and contents manifest", async () => {
+    const lines: string[] = [];
+    for (const file of OUTPUTS) {
+      const [a, b] = [await sha256(join(outs[0]!, file)), await sha256(join(outs[1]!, file))];
+      lines.push(`${file.padEnd(28)} ${a}  ${b}`);
+      expect(b, file).toBe(a);
+    }
+    console.log(`sha256 (first build, second build):\n${lines.join("\n")}`);
+  });
+
+  it("gives the same report except the fields that record the build itself (times, reuse, allocated bytes, output paths, where each .deb came from)", async () => {
+    const [a, b] = await Promise.all(outs.map(async (o) => JSON.parse(await readFile(join(o, `${NAME}.report.json`), "utf8"))));
+    expect(withoutBuildRecord(b)).toEqual(withoutBuildRecord(a));
+    expect(b.builtAt).not.toBe(a.builtAt); // named: it cannot be identical
+  });
+
+  it("writes a CycloneDX 1.6 SBOM the CycloneDX validator accepts, with every package, Go binary, image and served file", async () => {
+    const path = join(outs[1]!, `${NAME}.cdx.json`);
+    const text = await readFile(path, "utf8");
+    expect(await new Validation.JsonStrictValidator(Spec.Version.v1dot6).validate(text)).toBeNull();
+    const bom = JSON.parse(text);
+    const report = JSON.parse(await readFile(join(outs[1]!, `${NAME}.report.json`), "utf8"));
+    type C = { "bom-ref": string; type: string; purl?: string; name: string; hashes?: { content: string }[]; properties?: { name: string; value: string }[] };
+    const components: C[] = bom.components;
+    const debs = components.filter((c) => c.purl?.startsWith("pkg:deb/"));
+    const rootfsDebs = debs.filter((c) => c["bom-ref"].startsWith("deb:rootfs:"));
+    expect(rootfsDebs.map((c) => c.name).sort()).toEqual(report.sbom.debianPackages.map((p: { name: string }) => p.name).sort());
+    for (const c of debs) expect(c.purl).toMatch(/^pkg:deb\/debian\/[^@]+@[^?]+\?arch=(amd64|all)&distro=debian-13$/);
+    const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
+    expect(binaries.map((c) => c.name).sort()).toEqual(["coredns", "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"]);
+    for (const b of binaries) {
+      expect(b.purl).toMatch(/^pkg:golang\//);
+      expect(b.properties!.find((p) => p.name === "icn-bootstrap:go:version")!.value).toMatch(/^go1\.\d+/);
+    }
+    const modules = components.filter((c) => c.purl?.startsWith("pkg:golang/") && !c["bom-ref"].startsWith("go-binary:"));
+    const images = components.filter((c) => c.type === "container");
+    expect(images.map((c) => c.purl!.replace(/^.*@/, "").replace(/\?.*/, "")).sort()).toEqual(report.verification.registry.images.map((i: { digest: string }) => i.digest).sort());
+    const files = components.filter((c) => c.type === "file");
+    const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
+    expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);
+    const size = (await stat(path)).size;
+    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${files.length} served files`);
+  });
+
+  it("verify passes the USB image and the qcow2 as built", { timeout: VERIFY_TIMEOUT }, async () => {
+    for (const file of [`${NAME}.img`, `${NAME}.qcow2`]) {
+      const started = Date.now();
+      const result = await runCli(["verify", join(outs[1]!, file)]);
+      console.log(`verify ${file} (${((Date.now() - started) / 1000).toFixed(0)} s):\n${result.stdout}`);
+      expect(result.exitCode, result.all).toBe(0);
+      expect(result.stdout).toMatch(/ok\s+partition table/);
+      expect(result.stdout).toMatch(/ok\s+root filesystem/);
+      expect(result.stdout).toMatch(/ok\s+registry/);
+      expect(result.stdout).toMatch(/ok\s+SBOM/);
+      expect(result.stdout).toMatch(/verify: all \d+ checks passed/);
+    }
+  });
+
+  it("verify fails an image with one byte of a root filesystem file changed, naming the file", { timeout: VERIFY_TIMEOUT }, async () => {
+    const image = join(outs[0]!, "tampered.img");
+    await copyFile(join(outs[1]!, `${NAME}.img`), image);
+    await flipByteOfFile(image, 3, "/usr/local/bin/kubeadm");
+    const result = await runCli(["verify", image, "--report", join(outs[1]!, `${NAME}.report.json`)]);
+    console.log(`verify tampered.img (a byte of /usr/local/bin/kubeadm):\n${result.stdout}`);
+    expect(result.exitCode).toBe(1);
+    expect(result.stdout).toMatch(/FAIL\s+disk bytes/);
+    expect(result.stdout).toMatch(/ok\s+partition table/);
+    expect(result.stdout).toMatch(/ok\s+boot code/);
+    expect(result.stdout).toMatch(/FAIL\s+root filesystem[^\n]*\n\s+\/usr\/local\/bin\/kubeadm: differs/);
+    expect(result.stdout.match(/^\s+\/\S+: (differs|missing|not in)/gm)).toHaveLength(1);
+    expect(result.stdout).toMatch(/ok\s+registry/);
+    expect(result.stdout).toMatch(/FAIL\s+SBOM[^\n]*\n\s+kubeadm: \/usr\/local\/bin\/kubeadm has sha256/);
+    expect(result.stdout).toMatch(/verify: 3 of \d+ checks failed: disk bytes, root filesystem, SBOM/);
+    await rm(image);
+  });
+
+  it("verify fails an image with one byte of a registry blob changed, naming the image and the blob", { timeout: VERIFY_TIMEOUT }, async () => {
+    const report = JSON.parse(await readFile(join(outs[1]!, `${NAME}.report.json`), "utf8"));
+    const pause = report.verification.registry.images.find((i: { ref: string }) => i.ref.startsWith("registry.k8s.io/pause:"));
+    const image = join(outs[0]!, "tampered.img");
+    await copyFile(join(outs[1]!, `${NAME}.img`), image);
+    // The manifest's blob: its bytes decide every other digest of the image.
+    await flipByteOfFile(image, 3, `/${report.verification.registry.storage}/${blobPath(pause.digest)}`);
+    const result = await runCli(["verify", image, "--report", join(outs[1]!, `${NAME}.report.json`)]);
+    console.log(`verify tampered.img (a byte of ${pause.ref}'s manifest blob):\n${result.stdout}`);
+    expect(result.exitCode).toBe(1);
+    expect(result.stdout).toContain(`${pause.ref}: manifest ${pause.digest} has different content`);
+    expect(result.stdout).toMatch(/FAIL\s+registry/);
+    expect(result.stdout).toMatch(/FAIL\s+root filesystem/);
+    await rm(image);
+  });
+});
