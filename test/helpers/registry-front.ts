@@ -2,8 +2,9 @@
  * The appliance's registry as it runs there, on this host: docker-registry with the
  * shipped config.yml (on a unix socket) behind nginx with the shipped
  * icn-bootstrap-registry.conf (TLS with a CA made here, HTTP Basic for writes, shipped tags
- * immutable). Only paths and the port are changed. (test/integration/registry-front.test.ts
- * runs the same setup for the registry's own rules.) Needs root (nginx, as shipped).
+ * immutable, the read-only plain door for the appliance's own pulls). Only paths and ports
+ * are changed. Used by test/integration/registry-front.test.ts (the registry's own rules) and
+ * the BPA's image uploads. Needs root (nginx as shipped; a tmpfs for a small storage).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -14,12 +15,19 @@ import { execa } from "execa";
 import { freePort } from "../../builder/registry/server.js";
 import { seededTagRules } from "../../builder/registry/seeded-tags.js";
 
-export type SeededTag = Parameters<typeof seededTagRules>[0][number];
 import { REPO } from "./cli.js";
 
+export type SeededTag = Parameters<typeof seededTagRules>[0][number];
+
 export interface RegistryFront {
-  /** 127.0.0.1:PORT */
+  /** 127.0.0.1:PORT: the site network's door (TLS, 5000 on the appliance). */
   address: string;
+  /** 127.0.0.1:PORT: the appliance's own read-only plain-HTTP door (127.0.0.1:5001 there). */
+  loopback: string;
+  /** The registry's storage directory. */
+  storage: string;
+  /** A scratch directory removed with the registry. */
+  work: string;
   /** PEM of the CA that signed nginx's certificate. */
   ca: string;
   /** A directory with ca.crt, for skopeo's --cert-dir. */
@@ -31,12 +39,18 @@ export interface RegistryFront {
   stop(): Promise<void>;
 }
 
-export async function startRegistryFront(): Promise<RegistryFront> {
+export interface RegistryFrontOptions {
+  /** Storage on a tmpfs of this size (e.g. "24m"), to fill it. */
+  storageSize?: string;
+}
+
+export async function startRegistryFront(options: RegistryFrontOptions = {}): Promise<RegistryFront> {
   const work = await mkdtemp(join(tmpdir(), "icn-registry-front-"));
   const storage = join(work, "storage");
   const pki = join(work, "pki");
   const certDir = join(work, "certs");
   for (const d of [storage, pki, certDir]) await mkdir(d);
+  if (options.storageSize) await execa("mount", ["-t", "tmpfs", "-o", `size=${options.storageSize}`, "tmpfs", storage]);
   const openssl = (args: string[]) => execa("openssl", args, { cwd: pki });
   await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-keyout", "registry-ca.key", "-out", "registry-ca.crt", "-subj", "/CN=test registry CA", "-addext", "basicConstraints=critical,CA:TRUE"]);
   await openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "registry.key", "-out", "registry.csr", "-subj", "/CN=bootstrap.icn"]);
@@ -56,15 +70,18 @@ export async function startRegistryFront(): Promise<RegistryFront> {
   const registry: ChildProcess = spawn("docker-registry", ["serve", join(work, "registry.yml")], { stdio: "ignore" });
   for (let i = 0; i < 100 && !(await readdir(work)).includes("registry.sock"); i++) await new Promise((r) => setTimeout(r, 100));
 
-  const port = await freePort();
-  const address = `127.0.0.1:${port}`;
+  const address = `127.0.0.1:${await freePort()}`;
+  const loopback = `127.0.0.1:${await freePort()}`;
   const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-registry.conf"), "utf8"))
     .replaceAll("/etc/icn-bootstrap/pki/", `${pki}/`)
     .replace("/etc/nginx/icn-registry.htpasswd", join(work, "htpasswd"))
     .replace("/etc/nginx/icn-registry-seeded.conf", join(work, "seeded.conf"))
     .replace("unix:/run/docker-registry/registry.sock", `unix:${socket}`)
     .replace("listen 5000 ssl;", `listen ${address} ssl;`)
-    .replace("listen [::]:5000 ssl;", "");
+    .replace("listen [::]:5000 ssl;", "")
+    .replace("listen 127.0.0.1:5001;", `listen ${loopback};`);
+  const active = site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n");
+  if (/\/etc\/|\/run\/|listen 5000|listen 127\.0\.0\.1:5001/.test(active)) throw new Error("the shipped nginx registry configuration changed shape (a path or port the test does not move): update test/helpers/registry-front.ts");
   await writeFile(join(work, "site.conf"), site);
   await writeFile(join(work, "seeded.conf"), seededTagRules([]));
   await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`);
@@ -73,6 +90,9 @@ export async function startRegistryFront(): Promise<RegistryFront> {
 
   return {
     address,
+    loopback,
+    storage,
+    work,
     ca,
     certDir,
     username: "icn-push",
@@ -85,6 +105,7 @@ export async function startRegistryFront(): Promise<RegistryFront> {
     async stop() {
       await nginx("-s", "stop").catch(() => undefined);
       registry.kill();
+      if (options.storageSize) await execa("umount", [storage], { reject: false });
       await rm(work, { recursive: true, force: true });
     },
   };

@@ -5,17 +5,13 @@
  * changed), skopeo as the client. Fast checks of what the boot test shows in a VM, plus
  * what a VM cannot easily show: a push that fills the disk leaves the stored images intact.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../builder/registry/server.js";
 import { loadSeedLists, parseRef, seedListPath } from "../../builder/images/seed.js";
-import { seededTagRules } from "../../builder/registry/seeded-tags.js";
-import { REPO } from "../helpers/cli.js";
+import { startRegistryFront, type RegistryFront } from "../helpers/registry-front.js";
 
 const root = process.getuid?.() === 0;
 const sha256 = (data: Buffer | string) => `sha256:${createHash("sha256").update(data).digest("hex")}`;
@@ -49,65 +45,22 @@ async function skopeo(args: string[]) {
 }
 
 describe.runIf(root)("the registry behind nginx, with the shipped configuration", () => {
+  let front: RegistryFront;
   let work: string;
   let storage: string;
-  let registry: ChildProcess;
   let address: string;
   let loopback: string;
   let certs: string;
   let creds: string;
   let seededDigest: string;
 
-  const nginx = (...args: string[]) => execa("nginx", ["-p", work, "-c", join(work, "nginx.conf"), ...args]);
-
   beforeAll(async () => {
-    work = await mkdtemp(join(tmpdir(), "icn-registry-front-"));
-    storage = join(work, "storage");
-    await mkdir(storage);
-    await execa("mount", ["-t", "tmpfs", "-o", "size=24m", "tmpfs", storage]);
-    // The site's PKI and credentials, as the first boot makes them.
-    const pki = join(work, "pki");
-    await mkdir(pki);
-    const openssl = (args: string[]) => execa("openssl", args, { cwd: pki });
-    await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-keyout", "registry-ca.key", "-out", "registry-ca.crt", "-subj", "/CN=test CA", "-addext", "basicConstraints=critical,CA:TRUE"]);
-    await openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "registry.key", "-out", "registry.csr", "-subj", "/CN=bootstrap.icn"]);
-    await writeFile(join(pki, "ext"), "subjectAltName=DNS:bootstrap.icn,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-    await openssl(["x509", "-req", "-in", "registry.csr", "-CA", "registry-ca.crt", "-CAkey", "registry-ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "registry.crt"]);
-    certs = join(work, "certs");
-    await mkdir(certs);
-    await writeFile(join(certs, "ca.crt"), await readFile(join(pki, "registry-ca.crt")));
-    const password = randomBytes(24).toString("hex");
-    creds = `icn-push:${password}`;
-    const { stdout: hash } = await execa("openssl", ["passwd", "-6", "-stdin"], { input: password });
-    await writeFile(join(work, "htpasswd"), `icn-push:${hash}\n`);
-
-    // docker-registry with the shipped configuration: storage and socket moved here.
-    const socket = join(work, "registry.sock");
-    const shipped = await readFile(join(REPO, "overlays/etc/docker/registry/config.yml"), "utf8");
-    const config = shipped.replace(/^(\s+rootdirectory:) \/var\/lib\/docker-registry$/m, `$1 ${storage}`).replace(/^(\s+addr:) \/run\/docker-registry\/registry\.sock$/m, `$1 ${socket}`);
-    expect(config).toContain(`rootdirectory: ${storage}`);
-    expect(config).toContain(`addr: ${socket}`);
-    await writeFile(join(work, "registry.yml"), config);
-    registry = spawn("docker-registry", ["serve", join(work, "registry.yml")], { stdio: "ignore" });
-    for (let i = 0; i < 100 && !(await readdir(work)).includes("registry.sock"); i++) await new Promise((r) => setTimeout(r, 100));
-
-    // nginx with the shipped site configuration: paths and the ports changed, nothing else.
-    const port = await freePort();
-    address = `127.0.0.1:${port}`;
-    loopback = `127.0.0.1:${await freePort()}`;
-    const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-registry.conf"), "utf8"))
-      .replaceAll("/etc/icn-bootstrap/pki/", `${pki}/`)
-      .replace("/etc/nginx/icn-registry.htpasswd", join(work, "htpasswd"))
-      .replace("/etc/nginx/icn-registry-seeded.conf", join(work, "seeded.conf"))
-      .replace("unix:/run/docker-registry/registry.sock", `unix:${socket}`)
-      .replace("listen 5000 ssl;", `listen ${address} ssl;`)
-      .replace("listen [::]:5000 ssl;", "")
-      .replace("listen 127.0.0.1:5001;", `listen ${loopback};`);
-    expect(site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n")).not.toMatch(/\/etc\/|\/run\/|listen 5000|listen 127\.0\.0\.1:5001/);
-    await writeFile(join(work, "site.conf"), site);
-    await writeFile(join(work, "seeded.conf"), seededTagRules([]));
-    await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`);
-    await nginx();
+    // The shipped docker-registry and nginx configuration, the site's PKI and credentials as
+    // the first boot makes them, storage on a 24 MiB tmpfs (test/helpers/registry-front.ts).
+    front = await startRegistryFront({ storageSize: "24m" });
+    ({ work, storage, address, loopback } = front);
+    certs = front.certDir;
+    creds = `${front.username}:${front.password}`;
 
     // The image "shipped" with the appliance: pushed, then its tag made immutable as the build does.
     const layout = join(work, "shipped");
@@ -118,17 +71,11 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     const shippedImages = (await loadSeedLists([seedListPath("bootstrap.yaml")])).filter((i) => i.digest && i.ref !== "registry.k8s.io/pause:3.10.2");
     const rules = shippedImages.map((i) => ({ ...parseRef(i.ref), tags: i.tags ?? [], digest: i.digest! }));
     expect(rules.map((r) => r.repository)).toContain("kube-controller-manager");
-    await writeFile(join(work, "seeded.conf"), seededTagRules([...rules, { repository: "pause", tag: "3.10.2", tags: [], digest: seededDigest }]));
-    await nginx("-s", "reload");
-    await new Promise((r) => setTimeout(r, 500));
+    await front.setShippedTags([...rules, { repository: "pause", tag: "3.10.2", tags: [], digest: seededDigest }]);
   }, 120_000);
 
   afterAll(async () => {
-    if (!work) return;
-    await nginx("-s", "stop").catch(() => undefined);
-    registry?.kill();
-    await execa("umount", [storage], { reject: false });
-    await rm(work, { recursive: true, force: true });
+    await front?.stop();
   });
 
   const inspect = async (ref: string) => (await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${address}/${ref}`])).output.trim();
