@@ -7,8 +7,7 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import { execa } from "execa";
@@ -16,11 +15,12 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { REPO } from "../../helpers/cli.js";
-import { clients, deleteNamespace, kubeConfig, newNamespace } from "./helpers.js";
-import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+import { clients, kubeConfig } from "./helpers.js";
+import { ApiClient, startApiFixture, type ApiFixture, sha256, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
+let fixture: ApiFixture;
 let ns: string;
 let work: string;
 let tls: TestTls;
@@ -28,18 +28,13 @@ let api: RunningApi;
 let token: string;
 
 beforeAll(async () => {
-  ns = await newNamespace(c, "rest-cli");
-  await applyApiRbac(c, ns);
-  work = await mkdtemp(join(tmpdir(), "icn-rest-cli-"));
-  tls = makeServerTls(work);
-  api = await startTestApi(kc, ns, join(work, "state"), tls);
+  fixture = await startApiFixture(kc, c, "rest-cli");
+  ({ ns, work, tls, api } = fixture);
   token = await tokenFor(c, ns, "bpa-api-uploader");
 }, 120_000);
 
 afterAll(async () => {
-  await api?.stop();
-  if (ns) await deleteNamespace(c, ns);
-  if (work) await rm(work, { recursive: true, force: true });
+  await fixture?.stop();
 });
 
 it("resumes after the upload command is killed mid-way, sending only what the server does not have", async () => {

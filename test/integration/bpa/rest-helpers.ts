@@ -6,13 +6,17 @@
  * that speaks tus as curl users do.
  */
 import { createHash } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding } from "@kubernetes/client-node";
 import { isConflict, type Clients } from "../../../bpa/controller/kube.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
 import { startApi, type RunningApi } from "../../../bpa/rest/main.js";
 import type { TestTls } from "../../fixtures/bpa/server-tls.js";
-import { loadKubeYaml, testLogger } from "./helpers.js";
+import { deleteNamespace, loadKubeYaml, newNamespace, testLogger } from "./helpers.js";
+import { makeServerTls as makeTls } from "../../fixtures/bpa/server-tls.js";
 
 export { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
 
@@ -73,6 +77,39 @@ export async function startTestApi(kc: KubeConfig, ns: string, stateDir: string,
     { POD_NAMESPACE: ns, BPA_API_RESERVE_BYTES: "0", ...env },
   );
   return startApi(impersonating(kc, `system:serviceaccount:${ns}:bpa-api`), config, testLogger("api"));
+}
+
+/** A running API in a namespace of its own, with the RBAC of api.yaml, TLS files and a scratch directory (the store in `work/state`). */
+export interface ApiFixture {
+  ns: string;
+  work: string;
+  tls: TestTls;
+  api: RunningApi;
+  /** https://127.0.0.1:PORT */
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the API for a test file; `prepare` runs before the API starts (objects it reads at start). */
+export async function startApiFixture(kc: KubeConfig, c: Clients, name: string, options: { env?: Record<string, string>; prepare?: (ns: string) => Promise<void> } = {}): Promise<ApiFixture> {
+  const ns = await newNamespace(c, name);
+  await applyApiRbac(c, ns);
+  await options.prepare?.(ns);
+  const work = await mkdtemp(join(tmpdir(), `icn-${name}-`));
+  const tls = makeTls(work);
+  const api = await startTestApi(kc, ns, join(work, "state"), tls, options.env);
+  return {
+    ns,
+    work,
+    tls,
+    api,
+    url: `https://127.0.0.1:${api.port}`,
+    async stop() {
+      await api.stop();
+      await deleteNamespace(c, ns);
+      await rm(work, { recursive: true, force: true });
+    },
+  };
 }
 
 export interface Reply {

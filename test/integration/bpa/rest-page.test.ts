@@ -7,8 +7,7 @@
  * screenshot.
  */
 import { execFileSync } from "node:child_process";
-import { copyFile, mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { execa } from "execa";
@@ -17,8 +16,8 @@ import { mergePatch } from "../../../bpa/controller/kube.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { countColor, decodePng } from "../../helpers/png.js";
-import { applyCrds, clients, createHost, createProvisioning, deleteNamespace, kubeConfig, newNamespace } from "./helpers.js";
-import { ApiClient, applyApiRbac, makeServerTls, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+import { applyCrds, clients, createHost, createProvisioning, kubeConfig } from "./helpers.js";
+import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -32,6 +31,7 @@ const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => 
 });
 
 describe("the status page in Chromium", () => {
+  let fixture: ApiFixture;
   let ns: string;
   let work: string;
   let tls: TestTls;
@@ -43,11 +43,8 @@ describe("the status page in Chromium", () => {
   beforeAll(async () => {
     if (!chromium) throw new Error("chromium is not installed: run scripts/setup-host.sh (as root) or apt-get install chromium");
     await applyCrds(kc);
-    ns = await newNamespace(c, "rest-page");
-    await applyApiRbac(c, ns);
-    work = await mkdtemp(join(tmpdir(), "icn-rest-page-"));
-    tls = makeServerTls(work);
-    api = await startTestApi(kc, ns, join(work, "state"), tls);
+    fixture = await startApiFixture(kc, c, "rest-page");
+    ({ ns, work, tls, api } = fixture);
     url = `https://127.0.0.1:${api.port}/`;
     viewerToken = await tokenFor(c, ns, "bpa-api-viewer");
     const uploader = new ApiClient(url, tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
@@ -66,9 +63,7 @@ describe("the status page in Chromium", () => {
   }, 120_000);
 
   afterAll(async () => {
-    await api?.stop();
-    if (ns) await deleteNamespace(c, ns);
-    if (work) await rm(work, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   const browse = (extra: string[], target: string) =>

@@ -5,19 +5,19 @@
  * without sending a byte twice.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { REPO } from "../../helpers/cli.js";
-import { clients, deleteNamespace, kubeConfig, newNamespace } from "./helpers.js";
-import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+import { clients, kubeConfig } from "./helpers.js";
+import { ApiClient, startApiFixture, type ApiFixture, sha256, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
+let fixture: ApiFixture;
 let ns: string;
 let work: string;
 let tls: TestTls;
@@ -30,19 +30,14 @@ beforeAll(async () => {
   const match = /<!-- test\/integration\/bpa\/rest-readme\.test\.ts runs this block -->\n```sh\n([\s\S]*?)```/.exec(readme);
   if (!match) throw new Error("bpa/README.md lost its tested curl example");
   example = match[1]!;
-  ns = await newNamespace(c, "rest-readme");
-  await applyApiRbac(c, ns);
-  work = await mkdtemp(join(tmpdir(), "icn-rest-readme-"));
-  tls = makeServerTls(work);
-  api = await startTestApi(kc, ns, join(work, "state"), tls);
+  fixture = await startApiFixture(kc, c, "rest-readme");
+  ({ ns, work, tls, api } = fixture);
   token = await tokenFor(c, ns, "bpa-api-uploader");
   await writeFile(join(work, "ca.crt"), tls.ca);
 }, 120_000);
 
 afterAll(async () => {
-  await api?.stop();
-  if (ns) await deleteNamespace(c, ns);
-  if (work) await rm(work, { recursive: true, force: true });
+  await fixture?.stop();
 });
 
 function adapt(script: string, cutFirstPatch: boolean): string {

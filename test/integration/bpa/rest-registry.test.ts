@@ -7,8 +7,7 @@
  * under the tag.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
 import { c as tarCreate } from "tar";
@@ -17,8 +16,8 @@ import type { RunningApi } from "../../../bpa/rest/main.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { REPO } from "../../helpers/cli.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
-import { clients, deleteNamespace, kubeConfig, newNamespace } from "./helpers.js";
-import { ApiClient, applyApiRbac, makeServerTls, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+import { clients, kubeConfig } from "./helpers.js";
+import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -50,33 +49,32 @@ async function ociLayout(dir: string, layerBytes: number): Promise<{ digest: str
 }
 
 describe.runIf(root)("container image uploads into the appliance's registry", () => {
+  let fixture: ApiFixture;
   let work: string;
   let registry: RegistryFront;
   let api: RunningApi;
   let ns: string;
   let tls: TestTls;
   let uploader: ApiClient;
-  let stateDir: string;
 
   beforeAll(async () => {
-    work = await mkdtemp(join(tmpdir(), "icn-rest-registry-"));
     registry = await startRegistryFront();
-    ns = await newNamespace(c, "rest-registry");
-    await applyApiRbac(c, ns);
-    // What the appliance's first boot creates: the push credentials and the site CA.
-    await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: registry.username, password: registry.password } } });
-    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": registry.ca } } });
-    tls = makeServerTls(work);
-    stateDir = join(work, "state");
-    api = await startTestApi(kc, ns, stateDir, tls, { BPA_API_REGISTRY_URL: `https://${registry.address}`, BPA_API_PULL_HOST: registry.address });
+    const front = registry;
+    fixture = await startApiFixture(kc, c, "rest-registry", {
+      env: { BPA_API_REGISTRY_URL: `https://${front.address}`, BPA_API_PULL_HOST: front.address },
+      // What the appliance's first boot creates: the push credentials and the site CA.
+      prepare: async (namespace) => {
+        await c.core.createNamespacedSecret({ namespace, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: front.username, password: front.password } } });
+        await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": front.ca } } });
+      },
+    });
+    ({ ns, work, tls, api } = fixture);
     uploader = new ApiClient(`https://127.0.0.1:${api.port}`, tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
   }, 120_000);
 
   afterAll(async () => {
-    await api?.stop();
+    await fixture?.stop();
     await registry?.stop();
-    if (ns) await deleteNamespace(c, ns);
-    if (work) await rm(work, { recursive: true, force: true });
   });
 
   const skopeo = async (args: string[]) => {
