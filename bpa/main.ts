@@ -51,7 +51,7 @@ function serveHealth(port: number, operator: Operator): Server | undefined {
 }
 
 async function main(argv: string[]): Promise<number> {
-  if (argv[0] === "api") return runApi(argv.slice(1), loadKubeConfig);
+  if (argv[0] === "api") return runApi(argv.slice(1));
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -78,12 +78,7 @@ async function main(argv: string[]): Promise<number> {
   const file = values.config ?? process.env.BPA_CONFIG;
   let config = loadConfig({ ...(file ? { file } : {}), overrides });
   if (values["no-leader-elect"]) config = { ...config, leaderElection: { ...config.leaderElection, enabled: false } };
-  let kc;
-  try {
-    kc = loadKubeConfig(values.kubeconfig);
-  } catch (error) {
-    throw new UserError(`cannot load the kubeconfig: ${(error as Error).message}`, "pass --kubeconfig PATH or set KUBECONFIG");
-  }
+  const kc = loadKubeConfig(values.kubeconfig);
   log.info("starting", {
     server: kc.getCurrentCluster()?.server,
     watchNamespace: config.watchNamespace || "(all)",

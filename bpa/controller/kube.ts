@@ -11,6 +11,7 @@ import {
   RbacAuthorizationV1Api,
   setHeaderOptions,
 } from "@kubernetes/client-node";
+import { UserError } from "../../common/errors.js";
 
 export interface Clients {
   kc: KubeConfig;
@@ -35,10 +36,15 @@ export function makeClients(kc: KubeConfig): Clients {
 }
 
 /** Loads a kubeconfig file, or the default one (KUBECONFIG, ~/.kube/config, in-cluster). */
+/** The kubeconfig at `path`, or the default one (KUBECONFIG, ~/.kube/config, in-cluster); a UserError with the fix when it cannot be read. */
 export function loadKubeConfig(path?: string): KubeConfig {
   const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
+  try {
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (error) {
+    throw new UserError(`cannot load the kubeconfig: ${(error as Error).message}`, "pass --kubeconfig PATH or set KUBECONFIG");
+  }
   return kc;
 }
 

@@ -5,8 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { UserError } from "../../common/errors.js";
-import { errorMessage, makeClients, type Clients } from "../controller/kube.js";
+import { errorMessage, loadKubeConfig, makeClients, type Clients } from "../controller/kube.js";
 import { makeLogger, type Logger } from "../controller/log.js";
 import { Authenticator } from "./auth.js";
 import { loadApiConfig, type ApiConfig } from "./config.js";
@@ -102,7 +101,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
   };
 }
 
-export async function runApi(argv: string[], loadKubeConfig: (path?: string) => KubeConfig): Promise<number> {
+export async function runApi(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -121,12 +120,7 @@ export async function runApi(argv: string[], loadKubeConfig: (path?: string) => 
     return 0;
   }
   const config = loadApiConfig({ port: values.port, tlsCert: values["tls-cert"], tlsKey: values["tls-key"], plainHttp: values["plain-http"], stateDir: values["state-dir"] });
-  let kc: KubeConfig;
-  try {
-    kc = loadKubeConfig(values.kubeconfig);
-  } catch (error) {
-    throw new UserError(`cannot load the kubeconfig: ${(error as Error).message}`, "pass --kubeconfig PATH or set KUBECONFIG");
-  }
+  const kc = loadKubeConfig(values.kubeconfig);
   const log = makeLogger({ fields: { component: "api" } });
   const api = await startApi(kc, config, log);
   await new Promise<void>((resolve) => {
