@@ -72,11 +72,13 @@ export async function recordImageDigests(definition: ApplianceDefinition, lock: 
   await ensureLockedDebs(lock);
   const content = await buildContent({ definition, lock, lockPath, stagesDir: stagesDir(), record: true, imagesOnly: true });
   const built: BuiltImage[] = JSON.parse(await readFile(join(content.images!.dir, IMAGES_JSON), "utf8"));
+  const listOf = new Map((await loadSeedLists(definition.registry.lists.map((l) => resolve(REPO_ROOT, l)))).map((i) => [i.ref, i.list]));
   const byList = new Map<string, Record<string, string>>();
   for (const image of built.filter((b) => b.source === "recipe")) {
-    const digests = byList.get(image.list) ?? {};
+    const list = listOf.get(image.ref)!;
+    const digests = byList.get(list) ?? {};
     digests[image.ref] = image.digest;
-    byList.set(image.list, digests);
+    byList.set(list, digests);
     console.log(`${image.ref} ${image.digest}`);
   }
   for (const [list, digests] of byList) {

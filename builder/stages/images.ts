@@ -37,7 +37,6 @@ export interface BuiltImage {
   tags: string[];
   digest: string;
   source: "recipe" | "pull";
-  list: string;
   layers: LayerInfo[];
 }
 
@@ -102,10 +101,10 @@ export const imagesStage: Stage<ImagesDeps> = {
     await layout.writeIndex();
 
     if (!record) {
-      const wrong = built.map((b) => ({ b, expected: plan.images.find((i) => i.ref === b.ref)!.expected })).filter(({ b, expected }) => b.digest !== expected);
+      const wrong = built.map((b) => ({ b, planned: plan.images.find((i) => i.ref === b.ref)! })).filter(({ b, planned }) => b.digest !== planned.expected);
       if (wrong.length > 0) {
         throw new UserError(
-          `image digest${wrong.length > 1 ? "s" : ""} not as pinned:\n${wrong.map(({ b, expected }) => `    ${b.list}: ${b.ref}: expected ${expected}, got ${b.digest}`).join("\n")}`,
+          `image digest${wrong.length > 1 ? "s" : ""} not as pinned:\n${wrong.map(({ b, planned }) => `    ${planned.list}: ${b.ref}: expected ${planned.expected}, got ${b.digest}`).join("\n")}`,
           wrong.some(({ b }) => b.source === "recipe")
             ? "if a recipe, an artifact or a pinned package changed on purpose, re-pin with 'icn-bootstrap lock-images' and commit the list; otherwise the build differs on this host (its Go toolchain builds the artifacts: see 'icn-bootstrap fetch')"
             : "the registry served a different image for that digest: check the source registry",
@@ -118,5 +117,6 @@ export const imagesStage: Stage<ImagesDeps> = {
 };
 
 function pick(image: PlannedImage) {
-  return { ref: image.ref, repository: image.repository, tag: image.tag, tags: image.tags, source: image.source, list: image.list };
+  // No list path: the stage's inputs leave it out so checkouts share the output, so the output must not name one.
+  return { ref: image.ref, repository: image.repository, tag: image.tag, tags: image.tags, source: image.source };
 }
