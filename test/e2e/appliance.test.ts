@@ -4,10 +4,13 @@
  * single-node Kubernetes running the BPA; then the seed's sample Provisioning and a set
  * of BareMetalHosts, applied through the VM's API server, make the BPA write the
  * inventory and create the install Job. A second boot does not initialise the cluster
- * again, and a power cut during kubeadm init is recovered at the next boot.
+ * again, and a power cut during kubeadm init is recovered at the next boot. A developer's
+ * uploads through the BPA's REST API (a file, an OS image, a container image, with
+ * `icn-bootstrap upload` from the host) are served where the compute nodes take them,
+ * and still are after the reboot.
  */
-import { X509Certificate } from "node:crypto";
-import { mkdtemp, readFile } from "node:fs/promises";
+import { createHash, randomBytes, X509Certificate } from "node:crypto";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -15,12 +18,14 @@ import { execa } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Provisioning } from "../../bpa/api/types.js";
+import type { UploadRecord } from "../../bpa/rest/store.js";
 import { makeClients, type Clients } from "../../bpa/controller/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { createHost, createProvisioning, waitFor } from "../integration/bpa/helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
+import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 60 * 60; // kubeadm init under TCG takes many minutes
@@ -50,6 +55,21 @@ function ssh(port: number, command: string) {
   return execa("ssh", ["-i", key, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
 }
 
+/** GET a JSON resource of the REST API with a bearer token, trusting the site CA. */
+async function fetchJson(url: string, token: string, ca: string) {
+  const { request } = await import("node:https");
+  return new Promise<{ items: any[] }>((resolve, reject) => {
+    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 60_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(Buffer.concat(chunks).toString())) : reject(new Error(`${url}: HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`))));
+    });
+    req.on("timeout", () => req.destroy(new Error(`${url}: timed out`)));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 describe("the appliance", () => {
   let vm: BootResult | undefined;
   afterAll(async () => vm?.stop?.());
@@ -57,6 +77,7 @@ describe("the appliance", () => {
   it("boots into Kubernetes with the BPA available, then provisions from the seed's sample", { timeout: (BOOT_TIMEOUT_S + 900) * 1000 }, async () => {
     const sshPort = await freePort();
     const apiPort = await freePort();
+    const restPort = await freePort();
     const disk = join(work, "disk.qcow2");
     vm = await bootImage({
       image,
@@ -67,7 +88,7 @@ describe("the appliance", () => {
       keepRunning: true,
       // A whole control plane under emulation needs both host cores.
       tcgMultiThread: true,
-      hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`],
+      hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
       onLine: (line) => consoleLines.push(line),
     });
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
@@ -142,14 +163,62 @@ describe("the appliance", () => {
     console.log(`bpa-api on the appliance: ${health.stdout.replace(/\n/g, " | ")}`);
     expect(health.stdout.trim().split("\n").pop()).toBe("401");
 
+    // A developer's uploads from another machine (the forwarded NodePort; 127.0.0.1 is in the
+    // site certificate), with the ready-made uploader identity the README names.
+    const token = (await c.core.createNamespacedServiceAccountToken({ namespace: "bpa-system", name: "bpa-api-uploader", body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status!.token;
+    const caFile = join(work, "site-ca.crt");
+    await writeFile(caFile, ca.data!["ca.crt"]!);
+    const server = `https://127.0.0.1:${restPort}`;
+    const upload = async (file: string, kind: string, name: string) => {
+      const started = Date.now();
+      const result = await runCli(["upload", file, "--kind", kind, "--name", name, "--server", server, "--cacert", caFile], { ICN_BPA_TOKEN: token, XDG_STATE_HOME: join(work, "xdg") });
+      expect(result.exitCode, result.all).toBe(0);
+      console.log(`upload ${kind} ${name}: ${((Date.now() - started) / 1000).toFixed(1)}s`);
+      return JSON.parse(result.stdout) as UploadRecord;
+    };
+    const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
+
+    const blob = randomBytes(16 * 1024 * 1024);
+    await writeFile(join(work, "blob.bin"), blob);
+    const file = await upload(join(work, "blob.bin"), "file", "e2e/blob.bin");
+    expect(file).toMatchObject({ state: "published", path: "/uploads/e2e/blob.bin", sha256: sha256(blob) });
+    const servedFile = async () => (await ssh(sshPort, "curl -sf http://127.0.0.1:8080/uploads/e2e/blob.bin | sha256sum")).stdout.split(" ")[0];
+    expect(await servedFile()).toBe(sha256(blob));
+
+    await execa("qemu-img", ["create", "-q", "-f", "qcow2", join(work, "os.qcow2"), "1G"]);
+    const osBytes = await readFile(join(work, "os.qcow2"));
+    const os = await upload(join(work, "os.qcow2"), "os-image", "e2e-os.qcow2");
+    expect(os).toMatchObject({ state: "published", format: "qcow2", path: "/os-images/e2e-os.qcow2" });
+    const listed = await fetchJson(`${server}/api/v1/os-images`, token, ca.data!["ca.crt"]!);
+    expect(listed.items).toContainEqual(expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }));
+    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/e2e-os.qcow2.sha256sum")).stdout).toContain(sha256(osBytes));
+
+    // A container image, pulled back by digest the way a compute node's containerd does:
+    // over TLS from bootstrap.icn:5000, trusting the site CA.
+    const { archive, layerDigest } = await dockerSaveArchive(work, "hello", { "hello.txt": "hello from the developer\n" });
+    const pushed = await upload(archive, "container-image", "site/hello:1");
+    expect(pushed).toMatchObject({ state: "published", url: `bootstrap.icn:5000/site/hello@${pushed.digest}` });
+    const pull = await ssh(sshPort, `ctr -n e2e images pull --tlscacert /etc/icn-bootstrap/pki/registry-ca.crt ${pushed.url} >/dev/null && ctr -n e2e images ls -q && ctr -n e2e content get ${layerDigest} | tar -xO hello.txt`);
+    expect(pull.stdout).toContain(pushed.url);
+    expect(pull.stdout).toContain("hello from the developer");
+
     // Second boot: the cluster is not initialised again and the Provisioning is still there.
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
     consoleLines.length = 0;
-    vm = await bootImage({ image, firmware: "bios", timeoutSeconds: BOOT_TIMEOUT_S, memoryMiB: 4096, disk, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`], onLine: (line) => consoleLines.push(line) });
+    vm = await bootImage({ image, firmware: "bios", timeoutSeconds: BOOT_TIMEOUT_S, memoryMiB: 4096, disk, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`], onLine: (line) => consoleLines.push(line) });
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
     const again = await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" });
     expect((again as Provisioning).status?.installJob).toBe(provisioning.status!.installJob);
+    // The uploads survived the reboot: still served, still listed by the API.
+    expect(await servedFile()).toBe(sha256(blob));
+    const uploads = await waitFor(
+      "the REST API answering after the reboot",
+      async () => fetchJson(`${server}/api/v1/uploads`, token, ca.data!["ca.crt"]!).catch(() => undefined),
+      15 * 60_000,
+      5000,
+    );
+    expect(uploads.items.map((u: UploadRecord) => `${u.kind} ${u.name} ${u.state}`)).toEqual(expect.arrayContaining(["file e2e/blob.bin published", "os-image e2e-os.qcow2 published", "container-image site/hello:1 published"]));
   });
 });

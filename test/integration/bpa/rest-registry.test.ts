@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { REPO } from "../../helpers/cli.js";
+import { dockerSaveArchive } from "../../helpers/docker-save.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
 import { clients, kubeConfig } from "./helpers.js";
 import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "./rest-helpers.js";
@@ -103,19 +104,7 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
   });
 
   it("pushes a docker save archive (uncompressed layers) with the icn-bootstrap upload command", async () => {
-    const dir = join(work, "docker-save");
-    await mkdir(join(dir, "layer1"), { recursive: true });
-    const content = join(work, "content");
-    await mkdir(content, { recursive: true });
-    await writeFile(join(content, "hello.txt"), "hello from docker save\n");
-    await tarCreate({ cwd: content, file: join(dir, "layer1/layer.tar"), portable: true }, ["hello.txt"]);
-    const layerDigest = digestOf(await readFile(join(dir, "layer1/layer.tar")));
-    const config = JSON.stringify({ architecture: "amd64", os: "linux", config: { Cmd: ["/hello"] }, rootfs: { type: "layers", diff_ids: [layerDigest] } });
-    const configName = `${digestOf(config).slice(7)}.json`;
-    await writeFile(join(dir, configName), config);
-    await writeFile(join(dir, "manifest.json"), JSON.stringify([{ Config: configName, RepoTags: ["hello:1"], Layers: ["layer1/layer.tar"] }]));
-    const archive = join(work, "hello.docker.tar");
-    await tarCreate({ cwd: dir, file: archive, portable: true }, ["manifest.json", configName, "layer1"]);
+    const { archive, layerDigest } = await dockerSaveArchive(work, "hello", { "hello.txt": "hello from docker save\n" });
     await writeFile(join(work, "api-ca.crt"), tls.ca);
 
     const cli = await execa(
