@@ -1,8 +1,10 @@
 /**
  * Bundles the BPA operator (bpa/main.ts and its dependencies) into one ESM file,
- * out/bpa/bpa.mjs, that runs with a plain `node` (images/bpa/recipe.yaml copies it).
+ * out/bpa/bpa.mjs, that runs with a plain `node` (images/bpa/recipe.yaml copies it),
+ * and lists the npm packages the bundle holds in out/bpa/bpa.packages.json (name,
+ * version, license of each, from esbuild's record of its inputs) for the image and the SBOM.
  */
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { build } from "esbuild";
 
@@ -31,3 +33,24 @@ const result = await build({
 });
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.log(`out/bpa/bpa.mjs: ${(bytes / 1024 / 1024).toFixed(1)} MiB`);
+
+/** The package directory of each bundled input under node_modules (the innermost one, for nested installs). */
+function packageDirs(inputs: string[]): string[] {
+  const dirs = new Set<string>();
+  for (const input of inputs) {
+    const at = input.lastIndexOf("node_modules/");
+    if (at < 0) continue;
+    const [first, second] = input.slice(at + "node_modules/".length).split("/");
+    dirs.add(input.slice(0, at + "node_modules/".length) + (first!.startsWith("@") ? `${first}/${second}` : first));
+  }
+  return [...dirs];
+}
+const packages = await Promise.all(
+  packageDirs(Object.keys(result.metafile.inputs)).map(async (dir) => {
+    const manifest = JSON.parse(await readFile(resolve(root, dir, "package.json"), "utf8")) as { name: string; version: string; license?: string };
+    return { name: manifest.name, version: manifest.version, ...(manifest.license ? { license: manifest.license } : {}) };
+  }),
+);
+packages.sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version));
+await writeFile(resolve(root, "out/bpa/bpa.packages.json"), `${JSON.stringify({ packages }, null, 2)}\n`);
+console.log(`out/bpa/bpa.packages.json: ${packages.length} npm packages`);

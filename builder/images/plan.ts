@@ -23,6 +23,8 @@ export const REPO_ROOT = resolve(import.meta.dirname, "..", "..");
 export interface PlannedFile extends LayerFile {
   /** Content hash of the source (a tree hash for directories). */
   sha256: string;
+  /** The recipe's sbom marker: the file lists what a bundle in the image holds. */
+  sbom?: "npm-packages";
 }
 
 export interface PlannedImage {
@@ -153,7 +155,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         } else {
           throw new UserError(`${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`, "use a repository path, recipe:<file>, artifact:<name>, compiled:<name> or kubespray:<path>");
         }
-        files.push({ from, to: copy.to, mode, sha256 });
+        files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
       }
       planned.recipe = {
         name: recipe.name,

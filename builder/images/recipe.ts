@@ -8,6 +8,7 @@
  *   build: ["npm", "run", "build:bpa"] # run on the build host, from the repository root, first
  *   copy:
  *     - { from: out/bpa/bpa.mjs, to: /opt/bpa/bpa.mjs }         # a path relative to the repository
+ *     - { from: out/bpa/bpa.packages.json, to: /opt/bpa/packages.json, sbom: npm-packages } # what the bundle holds
  *     - { from: "artifact:kubeadm", to: /usr/local/bin/kubeadm } # a pinned artifact (builder/sources)
  *     - { from: "compiled:pause", to: /pause }                    # a `compile` output below
  *     - { from: "kubespray:", to: /kubespray }                    # the kubespray release tree
@@ -33,6 +34,8 @@ const Copy = z
     from: z.string().min(1),
     to: z.string().regex(/^\/[^\0]*$/, "an absolute path inside the image"),
     mode: z.string().regex(/^0?[0-7]{3,4}$/, "an octal mode such as '0755'").optional(),
+    /** npm-packages: the file lists the npm packages a bundle in the image holds ({ packages: [{ name, version, license }] }), for the SBOM. */
+    sbom: z.enum(["npm-packages"]).optional(),
   })
   .strict();
 

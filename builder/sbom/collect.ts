@@ -13,7 +13,7 @@ import type { ArtifactResult } from "../sources/index.js";
 import { FILES_JSON, FILES_REPO_PATH } from "../stages/files.js";
 import { readTarMember } from "../tar-read.js";
 import { rootfsTar } from "../stages/rootfs.js";
-import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput } from "./cyclonedx.js";
+import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput, SbomNpmPackage } from "./cyclonedx.js";
 import { readBuildInfo } from "./go-buildinfo.js";
 
 /** Host packages whose versions decide the image's bytes (file system and boot loader tools). */
@@ -66,11 +66,22 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
     if (info) goBinaries.push({ name, sha256, info, locations: locations.sort() });
   }
 
-  const containerImages: SbomContainerImage[] = opts.seeded.map((s) => {
-    const planned = opts.plan.images.find((i) => i.ref === s.ref);
-    return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [] };
-  });
+  const containerImages: SbomContainerImage[] = await Promise.all(
+    opts.seeded.map(async (s) => {
+      const planned = opts.plan.images.find((i) => i.ref === s.ref);
+      const npmPackages = await bundledNpmPackages(planned?.recipe?.files ?? []);
+      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [], npmPackages };
+    }),
+  );
   return { name: opts.name, epoch: opts.epoch, debianVersion, debian, goBinaries, containerImages, files, images: opts.images, tools: await hostToolVersions() };
+}
+
+/** The npm packages listed by a recipe's `sbom: npm-packages` files (scripts/build-bpa.ts writes one). */
+async function bundledNpmPackages(files: { from: string; sbom?: string }[]): Promise<SbomNpmPackage[]> {
+  const lists = await Promise.all(
+    files.filter((f) => f.sbom === "npm-packages").map(async (f) => (JSON.parse(await readFile(f.from, "utf8")) as { packages: SbomNpmPackage[] }).packages),
+  );
+  return lists.flat();
 }
 
 async function hostToolVersions(): Promise<{ name: string; version: string }[]> {

@@ -2,12 +2,13 @@
  * The build's SBOM in CycloneDX 1.6 JSON (read by Trivy, Grype and Dependency-Track):
  * every Debian package (pkg:deb purl, the .deb's sha256), every binary built from Go
  * modules (pkg:golang purl of its module and package, the Go version, the modules linked
- * in, the Go standard library), every container image (pkg:oci purl by digest) and the
+ * in, the Go standard library), every container image (pkg:oci purl by digest) with the
+ * npm packages bundled into its programs (pkg:npm purl, license), and the
  * files the file server gives compute nodes (sha256). Made with the CycloneDX library's
  * models and serializer; lists are sorted and the serial number and timestamp derive from
  * the inputs, so the same build gives the same bytes.
  */
-import { Enums, Models, Serialize, Spec } from "@cyclonedx/cyclonedx-library";
+import { Enums, Models, Serialize, Spec, SPDX } from "@cyclonedx/cyclonedx-library";
 import { PackageURL } from "packageurl-js";
 import { stableUuid } from "../disk/layout.js";
 import { sha256Text } from "../cache.js";
@@ -41,6 +42,14 @@ export interface SbomContainerImage {
   debianBase: boolean;
   /** sha256 of the Go binaries it contains. */
   binaries: string[];
+  /** npm packages bundled into a program of the image. */
+  npmPackages: SbomNpmPackage[];
+}
+
+export interface SbomNpmPackage {
+  name: string;
+  version: string;
+  license?: string;
 }
 
 export interface SbomInput {
@@ -115,6 +124,23 @@ export function buildBom(input: SbomInput): Models.Bom {
     }
     return component;
   };
+  const npm = new Map<string, Models.Component>();
+  const npmComponent = (pkg: SbomNpmPackage) => {
+    const key = `npm:${pkg.name}@${pkg.version}`;
+    let component = npm.get(key);
+    if (!component) {
+      const [namespace, name] = pkg.name.startsWith("@") ? pkg.name.split("/") : [undefined, pkg.name];
+      component = new Models.Component(Enums.ComponentType.Library, pkg.name, {
+        bomRef: key,
+        version: pkg.version,
+        purl: new PackageURL("npm", namespace, name!, pkg.version, undefined, undefined).toString(),
+        licenses: new Models.LicenseRepository(pkg.license ? [npmLicense(pkg.license)] : []),
+      });
+      npm.set(key, component);
+      bom.components.add(component);
+    }
+    return component;
+  };
   const binaries = new Map<string, Models.Component>();
   for (const binary of input.goBinaries) {
     const { info } = binary;
@@ -149,6 +175,7 @@ export function buildBom(input: SbomInput): Models.Bom {
       if (binary) component.dependencies.add(binary.bomRef);
     }
     if (image.debianBase) for (const [key, deb] of debs) if (key.startsWith("base:")) component.dependencies.add(deb.bomRef);
+    for (const pkg of image.npmPackages) component.dependencies.add(npmComponent(pkg).bomRef);
   }
 
   for (const file of input.files) {
@@ -169,4 +196,11 @@ export function serializeBom(bom: Models.Bom): string {
   bom.serialNumber = undefined;
   bom.serialNumber = `urn:uuid:${stableUuid(sha256Text(serializer.serialize(bom, { sortLists: true })), "sbom")}`;
   return `${serializer.serialize(bom, { sortLists: true, space: 2 })}\n`;
+}
+
+/** An npm package.json license: an SPDX id, an SPDX expression ("(MIT OR Apache-2.0)"), else a name ("SEE LICENSE IN …"). */
+function npmLicense(license: string): Models.License {
+  if (SPDX.isSupportedSpdxId(license)) return new Models.SpdxLicense(license);
+  if (/^\(?[A-Za-z0-9.+-]+( (OR|AND|WITH) \(?[A-Za-z0-9.+-]+\)?)+\)?$/.test(license)) return new Models.LicenseExpression(license);
+  return new Models.NamedLicense(license);
 }

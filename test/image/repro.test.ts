@@ -115,11 +115,16 @@ describe("reproducible build", () => {
     const modules = components.filter((c) => c.purl?.startsWith("pkg:golang/") && !c["bom-ref"].startsWith("go-binary:"));
     const images = components.filter((c) => c.type === "container");
     expect(images.map((c) => c.purl!.replace(/^.*@/, "").replace(/\?.*/, "")).sort()).toEqual(report.verification.registry.images.map((i: { digest: string }) => i.digest).sort());
+    // The BPA image's bundle: every npm package it holds, each with a license, and the image depends on each.
+    const npm = components.filter((c) => c.purl?.startsWith("pkg:npm/"));
+    expect(npm.map((c) => c.name)).toEqual(expect.arrayContaining(["@kubernetes/client-node", "@tus/server", "js-yaml"]));
+    const bpa = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/bpa:"));
+    expect(bpa.dependsOn.filter((r: string) => r.startsWith("npm:")).sort()).toEqual(npm.map((c) => c["bom-ref"]).sort());
     const files = components.filter((c) => c.type === "file");
     const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
     expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);
     const size = (await stat(path)).size;
-    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${files.length} served files`);
+    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${npm.length} npm packages bundled, ${files.length} served files`);
   });
 
   it("verify passes the USB image and the qcow2 as built", { timeout: VERIFY_TIMEOUT }, async () => {

@@ -28,7 +28,25 @@ function input(): SbomInput {
       { set: "toolchain", name: "gcc-14", version: "14.2.0-19", architecture: "amd64", sha256: "c".repeat(64) },
     ],
     goBinaries: [{ name: "kubectl", sha256: "d".repeat(64), info, locations: ["/usr/local/bin/kubectl", "file server /kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubectl"] }],
-    containerImages: [{ ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianBase: true, binaries: [] }],
+    containerImages: [
+      { ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianBase: true, binaries: [], npmPackages: [] },
+      {
+        ref: "bootstrap.icn:5000/icn/bpa:0.1.0",
+        repository: "icn/bpa",
+        tags: ["0.1.0", "latest"],
+        digest: `sha256:${"9".repeat(64)}`,
+        source: "recipe",
+        debianBase: true,
+        binaries: [],
+        npmPackages: [
+          { name: "@kubernetes/client-node", version: "1.4.0", license: "Apache-2.0" },
+          { name: "ws", version: "8.18.3", license: "MIT" },
+          { name: "dual", version: "1.0.0", license: "(MIT OR Apache-2.0)" },
+          { name: "odd", version: "2.0.0", license: "SEE LICENSE IN LICENSE.md" },
+          { name: "none", version: "0.1.0" },
+        ],
+      },
+    ],
     files: [{ path: "/kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubectl", sha256: "d".repeat(64), from: "artifact:kubectl" }],
     images: [{ format: "usb", sha256: "f".repeat(64) }],
     tools: [{ name: "e2fsprogs", version: "1.47.0-2" }],
@@ -55,6 +73,16 @@ describe("CycloneDX SBOM", () => {
     expect(purls).toContain("pkg:golang/k8s.io/api@v0.37.1");
     expect(purls).toContain("pkg:golang/stdlib@v1.26.8");
     expect(purls).toContain(`pkg:oci/kube-proxy@sha256:${"e".repeat(64)}?repository_url=registry.k8s.io%2Fkube-proxy&tag=v1.37.1`);
+    // What the BPA's bundle holds: npm purls (scoped names encoded), licenses as npm states them, and the image depends on them.
+    expect(purls).toContain("pkg:npm/%40kubernetes/client-node@1.4.0");
+    expect(purls).toContain("pkg:npm/ws@8.18.3");
+    const byName = (name: string) => bom.components.find((c: { name: string }) => c.name === name);
+    expect(byName("@kubernetes/client-node").licenses).toEqual([{ license: { id: "Apache-2.0" } }]);
+    expect(byName("dual").licenses).toEqual([{ expression: "(MIT OR Apache-2.0)" }]);
+    expect(byName("odd").licenses).toEqual([{ license: { name: "SEE LICENSE IN LICENSE.md" } }]);
+    expect(byName("none").licenses ?? []).toEqual([]);
+    const bpaDeps = bom.dependencies.find((d: { ref: string }) => d.ref === "oci:bootstrap.icn:5000/icn/bpa:0.1.0").dependsOn;
+    expect(bpaDeps).toEqual(expect.arrayContaining(["npm:@kubernetes/client-node@1.4.0", "npm:ws@8.18.3", "npm:none@0.1.0"]));
     const kubectl = bom.components.find((c: { name: string }) => c.name === "kubectl");
     expect(kubectl.hashes).toEqual([{ alg: "SHA-256", content: "d".repeat(64) }]);
     expect(kubectl.properties).toContainEqual({ name: "icn-bootstrap:go:version", value: "go1.26.8" });
