@@ -66,6 +66,26 @@ function created(obj: { metadata?: { creationTimestamp?: Date | string } }): num
   return t ? new Date(t).getTime() : 0;
 }
 
+/** A step's verdict that ends the reconcile with this result. */
+class Stop {
+  constructor(readonly result: ReconcileResult) {}
+}
+
+/** What the inventory step prepared for the install. */
+interface Inventory {
+  hash: string;
+  names: { installJob: string; inventory: string; kubeconfig: string };
+  data: { hostsIni: string; groupVarsYaml: string; registryCaPem: string };
+  status: ProvisioningStatus;
+}
+
+/** The operation step's outcome: the install Job to report on, or an install that already finished. */
+type Operation = { job: V1Job } | { finished: Phase };
+
+const assignedText = (hosts: AssignedHost[]) => hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
+const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({ type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText(hosts) });
+const reconciledCondition = (p: Provisioning): ConditionInput => ({ type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${p.metadata.generation ?? "?"}` });
+
 export class Reconciler {
   constructor(
     private readonly c: Clients,
@@ -78,98 +98,98 @@ export class Reconciler {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
+  /** One reconcile: a short list of named steps; a step that decides the outcome ends it with a Stop. */
   async reconcile(key: string): Promise<ReconcileResult> {
     const [namespace, name] = key.split("/") as [string, string];
     const p = this.caches.provisioning(namespace, name);
-    if (!p || p.metadata.deletionTimestamp) {
-      // Children go with their owner (garbage collector); the hosts are free again.
-      const released = this.plans.release(key);
-      if (released.length) this.onHostsReleased(released);
-      return {};
-    }
-    const generation = p.metadata.generation;
+    if (!p || p.metadata.deletionTimestamp) return this.releaseHosts(key);
+    const spec = await this.validate(p);
+    if (spec instanceof Stop) return spec.result;
+    const sshKeySecret = await ensureSshKey(this.c, this.config, this.log, namespace);
+    const plan = await this.planHosts(key, p, spec, sshKeySecret);
+    if (plan instanceof Stop) return plan.result;
+    const registryCA = await readRegistryCA(this.c, this.config, this.now());
+    if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
+    const inventory = await this.prepareInventory(p, plan, registryCA.pem);
+    const operation = await this.runInstall(key, p, inventory);
+    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
+    await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret }, plan);
+    return {};
+  }
+
+  /** Deleted (or being deleted): its children go with it (garbage collector); its hosts are free again. */
+  private releaseHosts(key: string): ReconcileResult {
+    const released = this.plans.release(key);
+    if (released.length) this.onHostsReleased(released);
+    return {};
+  }
+
+  /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */
+  private async validate(p: Provisioning): Promise<NormalizedSpec | Stop> {
     const parsed = normalizeSpec(p.spec);
-    if (!parsed.ok) {
-      const message = `invalid spec: ${parsed.errors.join("; ")}`;
-      await this.writeStatus(p, "Invalid", {}, [
-        { type: CONDITION.ready, status: "False", reason: "InvalidSpec", message },
-        { type: CONDITION.hostsAssigned, status: "False", reason: "InvalidSpec", message },
-        { type: CONDITION.failed, status: "True", reason: "InvalidSpec", message },
-        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
-      ]);
-      // Nothing to retry: the next spec change brings the next reconcile.
-      return {};
-    }
-    const spec = parsed.spec;
+    if (parsed.ok) return parsed.spec;
+    const message = `invalid spec: ${parsed.errors.join("; ")}`;
+    await this.writeStatus(p, "Invalid", {}, [
+      { type: CONDITION.ready, status: "False", reason: "InvalidSpec", message },
+      { type: CONDITION.hostsAssigned, status: "False", reason: "InvalidSpec", message },
+      { type: CONDITION.failed, status: "True", reason: "InvalidSpec", message },
+      reconciledCondition(p),
+    ]);
+    return new Stop({});
+  }
 
-    const sshKeyName = await ensureSshKey(this.c, this.config, this.log, namespace);
-
-    // ---- hosts
-    const hostNamespace = this.config.hostNamespace || namespace;
-    const bmhs = this.caches.hosts(hostNamespace);
+  /** The host assignment; without an inventory, or without fitting hosts, the Provisioning waits (Pending, Unsatisfiable). */
+  private async planHosts(key: string, p: Provisioning, spec: NormalizedSpec, sshKeySecret: string): Promise<Plan | Stop> {
+    const bmhs = this.caches.hosts(this.config.hostNamespace || p.metadata.namespace!);
     if (!bmhs) {
-      const agents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
-      await this.writeStatus(p, "Pending", { podAgents: agents, sshKeySecret: sshKeyName }, [
+      const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
+      await this.writeStatus(p, "Pending", { podAgents, sshKeySecret }, [
         { type: CONDITION.ready, status: "False", reason: "WaitingForHosts", message: "the BareMetalHost inventory is not available yet (is the metal3.io BareMetalHost CRD installed?)" },
         { type: CONDITION.hostsAssigned, status: "Unknown", reason: "WaitingForHosts", message: "BareMetalHost informer has not synced" },
-        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
+        reconciledCondition(p),
       ]);
-      return { requeueAfterMs: 5_000 };
+      return new Stop({ requeueAfterMs: 5_000 });
     }
-    const facts = bmhs.map(hostFacts);
-    const sh = specHash(spec);
-    const plan = this.currentPlan(key, p, sh, spec, facts, bmhs);
-    if ("unmet" in plan) {
-      const agents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
-      await this.writeStatus(p, "Unsatisfiable", { podAgents: agents, sshKeySecret: sshKeyName }, [
-        { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
-        { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
-        { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: "the install starts when matching hosts appear" },
-        { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` },
-      ]);
-      return { requeueAfterMs: UNSATISFIABLE_RECHECK_MS };
-    }
-    const hosts = plan.hosts;
+    const plan = this.currentPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs);
+    if (!("unmet" in plan)) return plan;
+    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
+    await this.writeStatus(p, "Unsatisfiable", { podAgents, sshKeySecret }, [
+      { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
+      { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
+      { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: "the install starts when matching hosts appear" },
+      reconciledCondition(p),
+    ]);
+    return new Stop({ requeueAfterMs: UNSATISFIABLE_RECHECK_MS });
+  }
 
-    // ---- the registry's site CA: the nodes verify the registry with it
-    const registryCA = await readRegistryCA(this.c, this.config, this.now());
-    if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeyName, registryCA.message);
-
-    // ---- inventory
-    const retry = p.metadata.annotations?.[ANNOTATION_RETRY] ?? "";
-    const hash = installHash(sh, hosts, retry, registryCA.pem);
+  /** The install's hash and object names, its rendered inventory, and the runner's identity and kubeconfig Secret. */
+  private async prepareInventory(p: Provisioning, plan: Plan, registryCaPem: string): Promise<Inventory> {
+    const key = `${p.metadata.namespace}/${p.metadata.name}`;
+    const hash = installHash(plan.specHash, plan.hosts, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
     const n = names(p, hash);
-    const hostsIni = renderHostsIni(hosts, { provisioning: key, installHash: hash });
-    const groupVarsYaml = renderGroupVars(this.config, key);
     await ensureSecret(this.c, kubeconfigSecret(p));
     await ensureServiceAccount(this.c, runnerServiceAccount(p));
     await ensureRole(this.c, runnerRole(p));
     await ensureRoleBinding(this.c, runnerRoleBinding(p));
-
-    const assignedText = hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
-    const base: ProvisioningStatus = {
-      assignedHosts: hosts,
-      specHash: sh,
-      installHash: hash,
-      installJob: n.installJob!,
-      inventoryConfigMap: n.inventory!,
-      kubeconfigSecret: n.kubeconfig,
-      sshKeySecret: sshKeyName,
+    return {
+      hash,
+      names: { installJob: n.installJob!, inventory: n.inventory!, kubeconfig: n.kubeconfig },
+      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key), registryCaPem },
+      status: { assignedHosts: plan.hosts, specHash: plan.specHash, installHash: hash, installJob: n.installJob!, inventoryConfigMap: n.inventory!, kubeconfigSecret: n.kubeconfig },
     };
-    const assignedCondition: ConditionInput = { type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText };
-    const reconciled: ConditionInput = { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${generation ?? "?"}` };
+  }
 
-    // ---- install Job: one per install hash
+  /**
+   * The install Job: one per install hash. An install that ran to its end and whose Job is
+   * gone (deleted or pruned) keeps its outcome and never runs again.
+   */
+  private async runInstall(key: string, p: Provisioning, inventory: Inventory): Promise<Operation> {
+    const namespace = p.metadata.namespace!;
     const jobs = this.caches.jobs(namespace).filter((j) => ownedBy(j, p.metadata.uid));
-    let job = jobs.find((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH] === hash);
-    const finishedBefore = p.status?.installHash === hash && (p.status.phase === "Ready" || p.status.phase === "Failed");
-    if (!job && finishedBefore) {
-      // This install ran to its end and its Job is gone (deleted or pruned): keep the outcome, never run it again.
-      base.podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, n.inventory);
-      await this.writeStatus(p, p.status!.phase!, base, [assignedCondition, reconciled]);
-      return {};
-    }
-    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem: registryCA.pem }));
+    let job = jobs.find((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH] === inventory.hash);
+    const finishedBefore = p.status?.installHash === inventory.hash && (p.status.phase === "Ready" || p.status.phase === "Failed");
+    if (!job && finishedBefore) return { finished: p.status!.phase! };
+    await ensureConfigMap(this.c, inventoryConfigMap(p, inventory.hash, inventory.data));
     if (!job) {
       for (const old of jobs) {
         if (jobState(old).state === "running") {
@@ -177,13 +197,18 @@ export class Reconciler {
           await this.deleteJob(namespace, old.metadata!.name!);
         }
       }
-      job = await this.createJob(p, hash);
-      this.log.info("created install Job", { provisioning: key, job: n.installJob, hosts: assignedText });
+      job = await this.createJob(p, inventory.hash);
+      this.log.info("created install Job", { provisioning: key, job: inventory.names.installJob, hosts: assignedText(inventory.status.assignedHosts!) });
     }
-    await this.prune(p, jobs, hash);
-    base.podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, n.inventory);
-    await this.reportInstall(p, job, base, [assignedCondition, reconciled]);
-    return {};
+    await this.prune(p, jobs, inventory.hash);
+    return { job };
+  }
+
+  /** Status from the operation: a finished install keeps its phase; a Job's state decides otherwise. */
+  private async writeOutcome(p: Provisioning, operation: Operation, status: ProvisioningStatus, plan: Plan): Promise<void> {
+    const conditions: [ConditionInput, ConditionInput] = [assignedCondition(plan.hosts), reconciledCondition(p)];
+    if ("finished" in operation) await this.writeStatus(p, operation.finished, status, conditions);
+    else await this.reportInstall(p, operation.job, status, conditions);
   }
 
   /**
@@ -198,9 +223,9 @@ export class Reconciler {
     const waiting: ConditionInput = { type: CONDITION.inventoryReady, status: "False", reason: REASON_REGISTRY_CA_MISSING, message };
     await this.writeStatus(p, started ? p.status!.phase! : "Pending", { podAgents, sshKeySecret, assignedHosts: plan.hosts, specHash: plan.specHash }, [
       ...(started ? [] : [{ ...waiting, type: CONDITION.ready }]),
-      { type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: plan.hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ") },
+      assignedCondition(plan.hosts),
       waiting,
-      { type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${p.metadata.generation ?? "?"}` },
+      reconciledCondition(p),
     ]);
     return { retryWithBackoff: true };
   }
