@@ -24,6 +24,7 @@ import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { createHost, createProvisioning, waitFor } from "../integration/bpa/helpers.js";
+import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
@@ -53,21 +54,6 @@ beforeAll(async () => {
 
 function ssh(port: number, command: string) {
   return execa("ssh", ["-i", key, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
-}
-
-/** GET a JSON resource of the REST API with a bearer token, trusting the site CA. */
-async function fetchJson(url: string, token: string, ca: string) {
-  const { request } = await import("node:https");
-  return new Promise<{ items: any[] }>((resolve, reject) => {
-    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 60_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (chunk: Buffer) => chunks.push(chunk));
-      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(Buffer.concat(chunks).toString())) : reject(new Error(`${url}: HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`))));
-    });
-    req.on("timeout", () => req.destroy(new Error(`${url}: timed out`)));
-    req.on("error", reject);
-    req.end();
-  });
 }
 
 describe("the appliance", () => {
@@ -169,6 +155,7 @@ describe("the appliance", () => {
     const caFile = join(work, "site-ca.crt");
     await writeFile(caFile, ca.data!["ca.crt"]!);
     const server = `https://127.0.0.1:${restPort}`;
+    const rest = new ApiClient(server, ca.data!["ca.crt"]!, token);
     const upload = async (file: string, kind: string, name: string) => {
       const started = Date.now();
       const result = await runCli(["upload", file, "--kind", kind, "--name", name, "--server", server, "--cacert", caFile], { ICN_BPA_TOKEN: token, XDG_STATE_HOME: join(work, "xdg") });
@@ -189,8 +176,9 @@ describe("the appliance", () => {
     const osBytes = await readFile(join(work, "os.qcow2"));
     const os = await upload(join(work, "os.qcow2"), "os-image", "e2e-os.qcow2");
     expect(os).toMatchObject({ state: "published", format: "qcow2", path: "/os-images/e2e-os.qcow2" });
-    const listed = await fetchJson(`${server}/api/v1/os-images`, token, ca.data!["ca.crt"]!);
-    expect(listed.items).toContainEqual(expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }));
+    const listed = await rest.json<{ items: unknown[] }>("/api/v1/os-images");
+    expect(listed.status).toBe(200);
+    expect(listed.body.items).toContainEqual(expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }));
     expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/e2e-os.qcow2.sha256sum")).stdout).toContain(sha256(osBytes));
 
     // A container image, pulled back by digest the way a compute node's containerd does:
@@ -215,7 +203,7 @@ describe("the appliance", () => {
     expect(await servedFile()).toBe(sha256(blob));
     const uploads = await waitFor(
       "the REST API answering after the reboot",
-      async () => fetchJson(`${server}/api/v1/uploads`, token, ca.data!["ca.crt"]!).catch(() => undefined),
+      async () => rest.json<{ items: UploadRecord[] }>("/api/v1/uploads").then((r) => (r.status === 200 ? r.body : undefined)).catch(() => undefined),
       15 * 60_000,
       5000,
     );

@@ -14,11 +14,10 @@ import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role,
 import { isConflict, type Clients } from "../../../bpa/controller/kube.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
 import { startApi, type RunningApi } from "../../../bpa/rest/main.js";
-import type { TestTls } from "../../fixtures/bpa/server-tls.js";
+import { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
 import { deleteNamespace, loadKubeYaml, newNamespace, testLogger } from "./helpers.js";
-import { makeServerTls as makeTls } from "../../fixtures/bpa/server-tls.js";
 
-export { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
+export { makeServerTls, type TestTls };
 
 /** Creates what manifests/bpa/api.yaml grants, with its namespaced parts moved to `ns` and its cluster-wide bindings renamed for it. */
 export async function applyApiRbac(c: Clients, ns: string): Promise<void> {
@@ -96,7 +95,7 @@ export async function startApiFixture(kc: KubeConfig, c: Clients, name: string, 
   await applyApiRbac(c, ns);
   await options.prepare?.(ns);
   const work = await mkdtemp(join(tmpdir(), `icn-${name}-`));
-  const tls = makeTls(work);
+  const tls = makeServerTls(work);
   const api = await startTestApi(kc, ns, join(work, "state"), tls, options.env);
   return {
     ns,
@@ -145,6 +144,7 @@ export class ApiClient {
           res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));
         },
       );
+      req.setTimeout(120_000, () => req.destroy(new Error(`${method} ${path}: no answer in 120 s`)));
       req.on("error", reject);
       req.end(body);
     });
