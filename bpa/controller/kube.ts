@@ -35,7 +35,6 @@ export function makeClients(kc: KubeConfig): Clients {
   };
 }
 
-/** Loads a kubeconfig file, or the default one (KUBECONFIG, ~/.kube/config, in-cluster). */
 /** The kubeconfig at `path`, or the default one (KUBECONFIG, ~/.kube/config, in-cluster); a UserError with the fix when it cannot be read. */
 export function loadKubeConfig(path?: string): KubeConfig {
   const kc = new KubeConfig();

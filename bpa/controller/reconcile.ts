@@ -110,7 +110,7 @@ export class Reconciler {
     if (plan instanceof Stop) return plan.result;
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
     if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
-    const inventory = await this.prepareInventory(p, plan, registryCA.pem);
+    const inventory = await this.prepareInventory(key, p, plan, registryCA.pem);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
     await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret }, plan);
@@ -163,8 +163,7 @@ export class Reconciler {
   }
 
   /** The install's hash and object names, its rendered inventory, and the runner's identity and kubeconfig Secret. */
-  private async prepareInventory(p: Provisioning, plan: Plan, registryCaPem: string): Promise<Inventory> {
-    const key = `${p.metadata.namespace}/${p.metadata.name}`;
+  private async prepareInventory(key: string, p: Provisioning, plan: Plan, registryCaPem: string): Promise<Inventory> {
     const hash = installHash(plan.specHash, plan.hosts, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
     const n = names(p, hash);
     await ensureSecret(this.c, kubeconfigSecret(p));
