@@ -65,18 +65,21 @@ describe("the appliance", () => {
     const apiPort = await freePort();
     const restPort = await freePort();
     const disk = join(work, "disk.qcow2");
-    vm = await bootImage({
-      image,
-      firmware: "bios",
-      timeoutSeconds: BOOT_TIMEOUT_S + 600,
-      memoryMiB: 4096,
-      disk,
-      keepRunning: true,
-      // A whole control plane under emulation needs both host cores.
-      tcgMultiThread: true,
-      hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
-      onLine: (line) => consoleLines.push(line),
-    });
+    // Both boots: the same disk, SSH, the API server and the REST API forwarded; a whole
+    // control plane under emulation needs both host cores.
+    const boot = (timeoutSeconds: number) =>
+      bootImage({
+        image,
+        firmware: "bios",
+        timeoutSeconds,
+        memoryMiB: 4096,
+        disk,
+        keepRunning: true,
+        tcgMultiThread: true,
+        hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
+        onLine: (line) => consoleLines.push(line),
+      });
+    vm = await boot(BOOT_TIMEOUT_S + 600);
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
     const [, , version] = READY.exec(vm.readyLine!) ?? [];
     expect(version).toMatch(/^v1\./);
@@ -194,7 +197,7 @@ describe("the appliance", () => {
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
     consoleLines.length = 0;
-    vm = await bootImage({ image, firmware: "bios", timeoutSeconds: BOOT_TIMEOUT_S, memoryMiB: 4096, disk, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`], onLine: (line) => consoleLines.push(line) });
+    vm = await boot(BOOT_TIMEOUT_S);
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
     const again = await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" });
