@@ -7,6 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 30 * 60_000,
     pool: "forks",
+    globalSetup: ["test/setup/scratch.global.ts"],
     projects: [
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts", "bpa/**/*.test.ts"] } },
       // A signed Debian archive made by the test on 127.0.0.1: pins as files, cache, pool, snapshot.

@@ -9,6 +9,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60 * 60_000,
     pool: "forks",
+    globalSetup: ["test/setup/scratch.global.ts"],
     fileParallelism: false,
   },
 });
