@@ -27,6 +27,12 @@ async function sha256(path: string): Promise<string> {
   return hash.digest("hex");
 }
 
+/** The lines of the two contents manifests that differ (first 20 each way), each marked with its build. */
+async function contentsDifference(a: string, b: string): Promise<string[]> {
+  const [left, right] = await Promise.all([a, b].map(async (dir) => new Set((await readFile(join(dir, `${NAME}.contents.txt`), "utf8")).split("\n"))));
+  return [...[...left!].filter((l) => !right!.has(l)).slice(0, 20).map((l) => `first:  ${l}`), ...[...right!].filter((l) => !left!.has(l)).slice(0, 20).map((l) => `second: ${l}`)];
+}
+
 /**
  * What cannot be identical in the report, by nature: it records this build (when, how
  * long each stage took, whether it was reused, the bytes its output and the images occupy
@@ -67,7 +73,8 @@ describe("reproducible build", () => {
   }, BUILD_TIMEOUT);
 
   afterAll(async () => {
-    // Only this test's own directories: the shared cache is never touched.
+    // Only this test's own directories: the shared cache is never touched. ICN_KEEP_TEST_TMP=1 keeps them to compare.
+    if (process.env.ICN_KEEP_TEST_TMP === "1") return console.log(`kept: ${[...outs, stagesB].join(" ")}`);
     for (const dir of [...outs, stagesB]) if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -83,9 +90,14 @@ describe("reproducible build", () => {
     for (const file of OUTPUTS) {
       const [a, b] = [await sha256(join(outs[0]!, file)), await sha256(join(outs[1]!, file))];
       lines.push(`${file.padEnd(28)} ${a}  ${b}`);
-      expect(b, file).toBe(a);
     }
     console.log(`sha256 (first build, second build):\n${lines.join("\n")}`);
+    // Which files of the root filesystem differ, named, when they do.
+    expect(await contentsDifference(outs[0]!, outs[1]!)).toEqual([]);
+    for (const line of lines) {
+      const [file, a, b] = line.split(/\s+/);
+      expect(b, file).toBe(a);
+    }
   });
 
   it("gives the same report except the fields that record the build itself (times, reuse, allocated bytes, output paths, where each .deb came from)", async () => {
