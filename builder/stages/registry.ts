@@ -9,7 +9,7 @@
  * pulling every image by digest from the seeded tree (skopeo verifies every blob's
  * digest) and checking each tag resolves to the pinned digest.
  */
-import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { SEEDED_TAGS_CONF, seededTagRules } from "../registry/seeded-tags.js";
 import { dirname, join } from "node:path";
 import { UserError } from "../errors.js";
@@ -91,7 +91,8 @@ export const registryStage: Stage<RegistryDeps> = {
       throw new Error(`${(error as Error).message}\nregistry log (tail):\n${log.split("\n").slice(-10).join("\n")}`);
     }
     await server.stop();
-    await removeEmptyUploads(storage);
+    const unfinished = await removeUploads(storage);
+    if (unfinished > 0) run.log(`dropped ${unfinished} unfinished upload session${unfinished > 1 ? "s" : ""} (retried pushes) from the storage`);
 
     const blobs = new Map<string, number>();
     const layers = new Map<string, number>();
@@ -173,17 +174,26 @@ async function apparentBytes(path: string): Promise<number> {
   return total;
 }
 
-/** Finished uploads leave empty `_uploads` directories behind. */
-async function removeEmptyUploads(storage: string): Promise<void> {
+/**
+ * Finished uploads leave empty `_uploads` directories behind; an upload the client
+ * retried leaves its unfinished session (data and a `startedat` time). Neither is ever
+ * read by a seeded registry, and the time would make the image differ from build to build.
+ * Returns how many unfinished sessions were dropped.
+ */
+async function removeUploads(storage: string): Promise<number> {
   const repos = join(storage, "docker/registry/v2/repositories");
+  let unfinished = 0;
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
       if (!entry.isDirectory()) continue;
       const full = join(dir, entry.name);
-      if (entry.name === "_uploads") await rmdir(full).catch(() => undefined);
-      else await walk(full);
+      if (entry.name === "_uploads") {
+        unfinished += (await readdir(full)).length;
+        await rm(full, { recursive: true, force: true });
+      } else await walk(full);
     }
   };
   await walk(repos);
   await mkdir(storage, { recursive: true });
+  return unfinished;
 }
