@@ -7,6 +7,9 @@
  * Either way the result's /etc/apt/sources.list names the real archives, so the bytes
  * of a pinned build do not depend on the local repository's port.
  */
+import { stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { UserError } from "../errors.js";
 import type { StageRun } from "../stage.js";
 import { withLocalRepo } from "./local-repo.js";
 import { sourcesLines, type DebianSources, type PinnedPackage } from "./schema.js";
@@ -25,7 +28,24 @@ export interface MmdebstrapRun {
   env?: Record<string, string>;
 }
 
+/**
+ * The directory mmdebstrap makes its chroot in. Its unshare mode runs apt as mapped
+ * users; when they cannot traverse TMPDIR (a private one, as pam_tmpdir or a test's
+ * scratch directory makes, mode 0700), apt downloads unsandboxed and leaves its
+ * `partial` folders to root instead of _apt: the same lock would give a different image.
+ * Such a TMPDIR is passed over for /tmp.
+ */
+export async function chrootParent(): Promise<string> {
+  const candidates = [tmpdir(), "/tmp"];
+  for (const dir of candidates) {
+    const info = await stat(dir).catch(() => undefined);
+    if (info?.isDirectory() && (info.mode & 0o001) !== 0) return dir;
+  }
+  throw new UserError(`neither ${candidates.join(" nor ")} can be entered by other users, which mmdebstrap's unshare mode needs`, "set TMPDIR to a directory with mode 1777 or 0755 (e.g. /var/tmp)");
+}
+
 export async function mmdebstrap(exec: StageRun["exec"], run: MmdebstrapRun, choice: PackageChoice): Promise<void> {
+  const env = { ...run.env, TMPDIR: await chrootParent() };
   const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;
   const writeSources = `mkdir -p "$1"/etc/apt && printf '%s\\n' ${sourcesLines(run.sources).map(quote).join(" ")} > "$1"/etc/apt/sources.list && rm -f "$1"/etc/apt/sources.list.d/*.sources "$1"/etc/apt/sources.list.d/*.list`;
   const args = (include: string[], mirrors: string[]) => [
@@ -41,11 +61,11 @@ export async function mmdebstrap(exec: StageRun["exec"], run: MmdebstrapRun, cho
     ...mirrors,
   ];
   if ("resolve" in choice) {
-    await exec("mmdebstrap", args(choice.resolve, sourcesLines(run.sources)), { env: run.env });
+    await exec("mmdebstrap", args(choice.resolve, sourcesLines(run.sources)), { env });
     return;
   }
   const include = Object.entries(choice.pinned).map(([name, pin]) => `${name}=${pin.version}`);
-  await withLocalRepo(run.sources.suite, choice.pinned, (line) => exec("mmdebstrap", args(include, [line]), { env: run.env }));
+  await withLocalRepo(run.sources.suite, choice.pinned, (line) => exec("mmdebstrap", args(include, [line]), { env }));
 }
 
 /** This module's path: stages that install through it hash it into their cache key. */
