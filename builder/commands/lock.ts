@@ -3,7 +3,7 @@ import { parseCommandArgs } from "../args.js";
 import { CHECK_EXIT, checkLock, describeAge, exitStatus } from "../debian/check.js";
 import { ensureLockedDebs } from "../debian/fetch.js";
 import { readIndexes } from "../debian/index.js";
-import { describeMoved, movedPackages, newestPin, type Moved } from "../debian/pins.js";
+import { describeMoved, movedPackages, newestPin, pinsToAdd, type Moved } from "../debian/pins.js";
 import { readArchives, resolveImageSets, resolveRootfs, sourcesFor } from "../debian/resolve.js";
 import type { PinnedPackage } from "../debian/schema.js";
 import { DEFAULT_DEFINITION, loadDefinition, type ApplianceDefinition } from "../definition.js";
@@ -13,7 +13,7 @@ import { debianSets, loadLock, loadPreviousLock, LOCK_VERSION, lockPathFor, save
 import { log } from "../log.js";
 import { stagesDir } from "../pipeline.js";
 import { runStage } from "../stage.js";
-import { rootfsStage } from "../stages/rootfs.js";
+import { requestedPackages, rootfsStage } from "../stages/rootfs.js";
 import type { Command } from "./command.js";
 import { printImageMoves, recordImageDigests } from "./lock-images.js";
 
@@ -35,7 +35,9 @@ digests into registry-seed/ (as lock-images does). Other pinned artifacts are ke
 
   --update           the same as no option: re-resolve everything
   --update NAME...   re-pin only these packages (wherever they are pinned) to the newest
-                     version the indexes list, leaving every other pin alone; the changed
+                     version the indexes list, leaving every other pin alone; a package
+                     newly listed in the definition is added to the root filesystem's
+                     pins with the dependencies they lack; the changed
                      sets are installed once to prove they still fit together
   --check            how old the pins are, without building: how many today's index
                      still lists, how many only the pool, the snapshot archive or this
@@ -120,7 +122,15 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   const moved: (Moved & { set: string })[] = [];
   for (const name of names) {
     const holders = sets.filter((s) => name in s.packages);
-    if (holders.length === 0) throw new UserError(`lock --update: ${name} is not pinned in ${lockPath}`, "to add a package, list it in the definition (debian.packages) and run 'icn-bootstrap lock'");
+    if (holders.length === 0) {
+      if (!requestedPackages(definition).includes(name)) throw new UserError(`lock --update: ${name} is neither pinned in ${lockPath} nor listed in the definition`, "to add a package, list it in the definition (debian.packages), then run 'icn-bootstrap lock --update NAME'");
+      for (const [pkg, pin] of Object.entries(await pinsToAdd(indexes, name, target.rootfs))) {
+        target.rootfs[pkg] = pin;
+        moved.push({ name: pkg, to: pin.version, suite: pin.suite, set: "rootfs" });
+      }
+      updated.debian.requested = [...new Set([...updated.debian.requested, name])].sort();
+      continue;
+    }
     const newest = await newestPin(indexes, name);
     if (!newest) throw new UserError(`lock --update: no suite of ${lock.debian.archives.map((a) => a.url).join(", ")} lists ${name} any more`, "run 'icn-bootstrap lock' to re-resolve the whole set");
     const date = indexes.find((i) => i.suite === newest.suite)!.date;

@@ -19,6 +19,10 @@ export interface IndexEntry {
   filename: string;
   sha256: string;
   size: number;
+  /** Depends and Pre-Depends, as the index writes them (`a (>= 1), b | c`). */
+  depends?: string;
+  /** Provides: virtual package names this one satisfies. */
+  provides?: string;
 }
 
 export interface SuiteIndex {
@@ -180,6 +184,13 @@ export function parsePackages(text: string): IndexEntry[] {
         break;
       case "Size":
         entry.size = Number(value);
+        break;
+      case "Depends":
+      case "Pre-Depends":
+        entry.depends = entry.depends ? `${entry.depends}, ${value}` : value;
+        break;
+      case "Provides":
+        entry.provides = value;
         break;
     }
   }

@@ -65,3 +65,39 @@ export function movedPackages(before: Record<string, { version: string; sha256?:
 export function describeMoved(moved: Moved[]): string[] {
   return moved.map((m) => `${m.name}: ${m.from ?? "(new)"} -> ${m.to ?? "(removed)"}${m.to && m.suite ? ` (${m.suite})` : ""}`);
 }
+
+/**
+ * Pins for a package that is not pinned yet, plus whatever of its dependency closure the
+ * pinned set does not already satisfy (a dependency counts as satisfied by any pinned or
+ * added package of that name or providing it; the first alternative that exists is taken).
+ * Versions are the newest listed; constraints are left to apt, which installs the set
+ * before the lock is written.
+ */
+export async function pinsToAdd(indexes: SuiteIndex[], name: string, pinned: Record<string, PinnedPackage>): Promise<Record<string, PinnedPackage>> {
+  const added: Record<string, PinnedPackage> = {};
+  const provided = new Set<string>();
+  const entryOf = (pkg: string, version: string) => indexes.flatMap((i) => i.packages.get(pkg) ?? []).find((e) => e.version === version);
+  const noteProvides = (pkg: string, pin: PinnedPackage) => {
+    for (const virtual of (entryOf(pkg, pin.version)?.provides ?? "").split(",")) if (virtual.trim()) provided.add(virtual.trim().split(/\s/)[0]!);
+  };
+  for (const [pkg, pin] of Object.entries(pinned)) noteProvides(pkg, pin);
+  const satisfied = (pkg: string) => pkg in pinned || pkg in added || provided.has(pkg);
+  const listed = (pkg: string) => indexes.some((i) => i.packages.has(pkg));
+  const queue = [name];
+  while (queue.length > 0) {
+    const pkg = queue.shift()!;
+    if (satisfied(pkg)) continue;
+    const pin = await newestPin(indexes, pkg);
+    if (!pin) throw new UserError(`no suite of the lock's archives lists ${pkg}${pkg === name ? "" : ` (needed by ${name})`}`, "check the package name (apt-cache policy NAME on a Debian machine)");
+    added[pkg] = pin;
+    noteProvides(pkg, pin);
+    for (const clause of (entryOf(pkg, pin.version)?.depends ?? "").split(",")) {
+      const alternatives = clause.split("|").map((a) => a.trim().split(/[\s(:]/)[0]!).filter(Boolean);
+      if (alternatives.length === 0 || alternatives.some(satisfied)) continue;
+      const choice = alternatives.find(listed);
+      if (!choice) throw new UserError(`${pkg} needs ${clause.trim()}, which no suite of the lock's archives lists`, "run 'icn-bootstrap lock' to re-resolve the whole set");
+      queue.push(choice);
+    }
+  }
+  return added;
+}

@@ -119,7 +119,8 @@ function assertLockCovers(requested: string[], lock: DebianLock): void {
   const parts = [];
   if (added.length > 0) parts.push(`asks for Debian package${added.length > 1 ? "s" : ""} that the lock file does not pin: ${added.join(", ")}`);
   if (removed.length > 0) parts.push(`no longer asks for ${removed.join(", ")}, which the lock file still pins`);
-  throw new UserError(`the definition ${parts.join("; and ")}`, "run 'icn-bootstrap lock' to re-resolve and pin the package set (nothing enters an image unpinned)");
+  const fix = removed.length === 0 ? `run 'icn-bootstrap lock --update ${added.join(" ")}' to pin ${added.length > 1 ? "them" : "it"} with what ${added.length > 1 ? "they need" : "it needs"}, or 'icn-bootstrap lock' to re-resolve the whole set` : "run 'icn-bootstrap lock' to re-resolve and pin the package set";
+  throw new UserError(`the definition ${parts.join("; and ")}`, `${fix} (nothing enters an image unpinned)`);
 }
 
 function assertMatchesLock(installed: Record<string, string>, pinned: Record<string, string>): void {

@@ -16,7 +16,7 @@ import { checkLock, CHECK_EXIT, exitStatus } from "../../builder/debian/check.js
 import { ensureDebs } from "../../builder/debian/fetch.js";
 import { readIndexes } from "../../builder/debian/index.js";
 import { mmdebstrap, type PackageChoice } from "../../builder/debian/mmdebstrap.js";
-import { describeMoved, movedPackages, newestPin, pinInstalled } from "../../builder/debian/pins.js";
+import { describeMoved, movedPackages, newestPin, pinInstalled, pinsToAdd } from "../../builder/debian/pins.js";
 import { readArchives } from "../../builder/debian/resolve.js";
 import type { DebianSources, PinnedPackage } from "../../builder/debian/schema.js";
 import { UserError } from "../../builder/errors.js";
@@ -216,6 +216,19 @@ describe("Debian packages pinned as files", () => {
     await ensureDebs({ "icn-hello": newest }, sources, { store });
     const { installed } = await install({ pinned: { ...pins, "icn-hello": newest } });
     expect(installed["icn-hello"]).toBe("1.0-3");
+  });
+
+  it("adds a package new to the definition with the part of its dependencies the pinned set lacks, and installs it", async () => {
+    const indexes = await readIndexes(sources.archives, sources);
+    const both = await pinsToAdd(indexes, "icn-hello", {});
+    expect(Object.keys(both).sort()).toEqual(["icn-hello", "icn-lib"]);
+    const libOnlyPinned = { "icn-lib": pins["icn-lib"]! };
+    const added = await pinsToAdd(indexes, "icn-hello", libOnlyPinned);
+    expect(Object.keys(added)).toEqual(["icn-hello"]);
+    await ensureDebs(added, sources, { store });
+    const { installed } = await install({ pinned: { ...libOnlyPinned, ...added } });
+    expect(installed["icn-hello"]).toBe(added["icn-hello"]!.version);
+    await expect(pinsToAdd(indexes, "icn-nowhere", pins)).rejects.toThrow(/no suite of the lock's archives lists icn-nowhere/);
   });
 
   it("takes a security update that left the security pool from the main pool, where a point release copies it", async () => {
