@@ -122,8 +122,9 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   const moved: (Moved & { set: string })[] = [];
   for (const name of names) {
     const holders = sets.filter((s) => name in s.packages);
-    if (holders.length === 0) {
-      if (!requestedPackages(definition).includes(name)) throw new UserError(`lock --update: ${name} is neither pinned in ${lockPath} nor listed in the definition`, "to add a package, list it in the definition (debian.packages), then run 'icn-bootstrap lock --update NAME'");
+    const newToRootfs = requestedPackages(definition).includes(name) && !(name in target.rootfs);
+    if (holders.length === 0 || newToRootfs) {
+      if (!newToRootfs) throw new UserError(`lock --update: ${name} is neither pinned in ${lockPath} nor listed in the definition`, "to add a package, list it in the definition (debian.packages), then run 'icn-bootstrap lock --update NAME'");
       for (const [pkg, pin] of Object.entries(await pinsToAdd(indexes, name, target.rootfs))) {
         target.rootfs[pkg] = pin;
         moved.push({ name: pkg, to: pin.version, suite: pin.suite, set: "rootfs" });
