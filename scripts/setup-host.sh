@@ -21,6 +21,7 @@ declare -A files=(
   [/usr/lib/grub/x86_64-efi/linux.mod]=grub-efi-amd64-bin
   [/usr/share/OVMF/OVMF_CODE_4M.fd]=ovmf
   [/usr/share/keyrings/debian-archive-keyring.gpg]=debian-archive-keyring
+  [/usr/lib/python3/dist-packages/yaml/__init__.py]=python3-yaml
 )
 
 missing=()

@@ -1,0 +1,99 @@
+/**
+ * The site validator (overlays/usr/lib/icn-bootstrap/site.py), run as `icn-bootstrap site`
+ * runs it on a laptop and the appliance at boot: errors with their paths, YAML 1.2 core
+ * scalars, the files it writes and removes.
+ */
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPO_SITE_SCRIPT } from "../../builder/disk/site-partition.js";
+
+let work: string;
+let count = 0;
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKkcnSlymigXevmPcqcXzI01L2Auy2JeMnxLErfE82tJ root@vm";
+
+async function site(siteYaml: string, manifests: Record<string, string> = {}): Promise<string> {
+  const dir = join(work, `site-${++count}`);
+  await mkdir(join(dir, "manifests"), { recursive: true });
+  await writeFile(join(dir, "site.yaml"), siteYaml);
+  for (const [name, text] of Object.entries(manifests)) await writeFile(join(dir, "manifests", name), text);
+  return dir;
+}
+
+async function py(...args: string[]) {
+  const result = await execa("python3", [REPO_SITE_SCRIPT, ...args], { reject: false });
+  return { code: result.exitCode, lines: result.stdout.split("\n").filter(Boolean) };
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-site-unit-"));
+});
+afterAll(() => rm(work, { recursive: true, force: true }));
+
+describe("site.yaml validation", () => {
+  it("accepts the template (every setting commented out) and a full site", async () => {
+    const template = (await execa("python3", [REPO_SITE_SCRIPT, "template"])).stdout;
+    expect((await py("check", await site(template))).code).toBe(0);
+    const full = await site(
+      `version: 1\nhostname: site-a\nnetwork:\n  dhcp: false\n  interfaces:\n    - name: eno1\n      address: 10.10.0.2/24\n      gateway: 10.10.0.1\n    - macAddress: 52:54:00:12:34:56\n      address: 10.11.0.2/24\n  dns: [10.10.0.1]\n  ntp: [10.10.0.1, ntp.example.org]\nprovisioning:\n  interface: eno2\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.10-172.22.0.100\naccess:\n  sshAuthorizedKeys: ["${KEY}"]\n`,
+      { "hosts.yaml": "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {name: node-1, namespace: default}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: node-1-bmc}\n", "README.txt": "not a manifest" },
+    );
+    expect(await py("check", full)).toEqual({ code: 0, lines: ["valid: site.yaml and 2 objects in 1 file under manifests/"] });
+    expect(JSON.parse((await py("objects", full)).lines[0]!)).toEqual([{ file: "manifests/hosts.yaml", kinds: ["BareMetalHost", "Secret"] }]);
+  });
+
+  it("names every error with its path, and reads YAML 1.2 scalars (yes is a string, a MAC address is not a number)", async () => {
+    const bad = await site(
+      `hostname: Site_A\nextra: 1\nnetwork:\n  dhcp: yes\n  interfaces:\n    - name: eno1\n      address: 10.10.0.0/24\n    - name: eno1\n      address: 10.12.0.2/24\n      gateway: 10.13.0.1\n    - macAddress: 52:54:00:12:34\n      address: 10.14.0.2/24\n  dns: [10.10.0.300]\nprovisioning:\n  interface: eno3\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.1-172.22.0.20\naccess:\n  sshAuthorizedKeys: ["ssh-ed25519 not base64!"]\n`,
+      { "bad name.yaml": "kind: x\n", "a.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: Bad_Name}\n---\n- a list\n", "notes.doc": "x" },
+    );
+    const { code, lines } = await py("check", bad);
+    expect(code).toBe(3);
+    expect(lines).toEqual([
+      "extra: unknown key (known here: version, hostname, network, provisioning, access)",
+      "hostname: expected a host name (lowercase letters, digits and '-', at most 63), got 'Site_A'",
+      "network.dhcp: expected true or false, got 'yes'",
+      "network.interfaces[0].address: 10.10.0.0 is the network address of 10.10.0.0/24",
+      "network.interfaces[1]: eno1 is already configured at network.interfaces[0]",
+      "network.interfaces[1].gateway: 10.13.0.1 is not in 10.12.0.0/24, the network of network.interfaces[1].address",
+      "network.interfaces[2].macAddress: expected a MAC address (e.g. 52:54:00:12:34:56), got '52:54:00:12:34'",
+      "network.dns[0]: expected an IPv4 address, got '10.10.0.300'",
+      "provisioning.dhcpRange: contains the appliance's own provisioning address 172.22.0.1",
+      "access.sshAuthorizedKeys[0]: expected an OpenSSH public key line (type, base64 key, optional comment), got 'ssh-ed25519 not base64!': the key part is not a ssh-ed25519 key",
+      "manifests/a.yaml: document 1: metadata.name: expected a Kubernetes name (lowercase letters, digits, '-' and '.'), got 'Bad_Name'",
+      "manifests/a.yaml: document 2: expected a Kubernetes object (a mapping), got a list",
+      "manifests/bad name.yaml: file names may hold only letters, digits, '.', '_' and '-'",
+      "manifests/notes.doc: not a manifest file (expected .yaml, .yml, .json)",
+    ]);
+  });
+
+  it("reports YAML syntax errors and duplicate keys with their line", async () => {
+    expect((await py("check", await site("network:\n  dhcp: true\n  dhcp: false\n"))).lines[0]).toMatch(/^site\.yaml: line 3, column 3: duplicate key 'dhcp'/);
+    expect((await py("check", await site("network: [\n"))).lines[0]).toMatch(/^site\.yaml: line \d+, column \d+: /);
+    expect((await py("check", join(work, "nowhere"))).lines[0]).toMatch(/^site\.yaml: missing in .*nowhere \(icn-bootstrap site init makes one\)/);
+  });
+});
+
+describe("what the appliance writes for a site", () => {
+  it("writes networkd, resolved, chrony, sshd and provisioning files, and removes them all for the defaults", async () => {
+    const root = join(work, "root");
+    const dir = await site(`hostname: site-a\nnetwork:\n  dhcp: false\n  interfaces:\n    - macAddress: 52:54:00:AB:CD:EF\n      address: 10.10.0.2/24\n      gateway: 10.10.0.1\n  dns: [10.10.0.1]\n  ntp: [ntp.example.org]\nprovisioning:\n  interface: eno2\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.10-172.22.0.100\naccess:\n  sshAuthorizedKeys: ["${KEY}"]\n`);
+    expect((await py("apply", dir, "--root", root)).code).toBe(0);
+    const read = (path: string) => readFile(join(root, path), "utf8");
+    expect(await read("etc/systemd/network/08-icn-site-0.network")).toMatch(/\[Match\]\nMACAddress=52:54:00:ab:cd:ef\n\n\[Network\]\nAddress=10\.10\.0\.2\/24\nGateway=10\.10\.0\.1\nDNS=10\.10\.0\.1\n/);
+    expect(await read("etc/systemd/network/07-icn-site-provisioning.network")).toMatch(/Name=eno2\n\n\[Network\]\nAddress=172\.22\.0\.1\/24\nDHCP=no\n/);
+    expect(await read("etc/systemd/network/19-icn-site-no-dhcp.network")).toMatch(/DHCP=no/);
+    expect(await read("etc/chrony/sources.d/icn-site.sources")).toMatch(/^server ntp\.example\.org iburst$/m);
+    expect(await read("etc/icn-bootstrap/site/authorized_keys")).toBe(`${KEY}\n`);
+    expect(await read("etc/icn-bootstrap/site/site.env")).toMatch(/ICN_PROVISIONING_DHCP_RANGE=172\.22\.0\.10-172\.22\.0\.100/);
+
+    // A smaller site removes what it no longer asks for.
+    expect((await py("apply", await site("version: 1\n"), "--root", root)).code).toBe(0);
+    expect(await readdir(join(root, "etc/systemd/network"))).toEqual([]);
+    expect(await read("etc/icn-bootstrap/site/site.env")).not.toMatch(/PROVISIONING/);
+    expect((await py("apply", "--defaults", "--root", root)).code).toBe(0);
+    expect(await readdir(join(root, "etc/icn-bootstrap/site"))).toEqual([]);
+  });
+});
