@@ -38,6 +38,12 @@ export interface BootOptions {
   keepRunning?: boolean;
   /** Under TCG: one host thread per vCPU (faster, see accelArgs) instead of one for all. */
   tcgMultiThread?: boolean;
+  /** Raw disk images attached after the boot disk (a site disk labelled ICN-SITE), read-write. */
+  extraDisks?: string[];
+  /** More NICs, each on its own isolated user network, at a fixed PCI slot (the guest names it enp0s<slot>). */
+  extraNics?: { pciSlot: number; mac?: string }[];
+  /** What counts as a failure that ends the boot (default: any ICN-BOOTSTRAP-FAILED line). */
+  failurePattern?: RegExp;
 }
 
 export interface BootResult {
@@ -113,6 +119,10 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
   const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
   args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
+  (options.extraDisks ?? []).forEach((file, i) => args.push("-drive", `if=none,id=extra${i},format=raw,file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}`));
+  (options.extraNics ?? []).forEach((nic, i) =>
+    args.push("-netdev", `user,id=extranet${i},restrict=on,net=192.168.${100 + i}.0/24`, "-device", `virtio-net-pci,netdev=extranet${i},addr=0x${nic.pciSlot.toString(16)}${nic.mac ? `,mac=${nic.mac}` : ""}`),
+  );
   return args;
 }
 
@@ -140,7 +150,7 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel, 
       options.onLine?.(line);
       if (readyLine && options.keepRunning) continue; // already handed to the caller
       const ready = (options.readyPattern ?? READY_MARKER).exec(line);
-      const failed = FAILED_MARKER.exec(line);
+      const failed = (options.failurePattern ?? FAILED_MARKER).exec(line);
       if (ready && !readyLine) readyLine = ready[0];
       if (failed && !failure) failure = failed[0];
       if (options.powerCutOn?.test(line) && !powerCut) {

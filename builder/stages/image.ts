@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { applyEntries } from "../disk/contents.js";
 import { debugfsErrors, debugfsScript, listTree, type TreeEntry } from "../disk/debugfs.js";
-import { SECTOR } from "../disk/layout.js";
+import { SECTOR, type DiskLayout } from "../disk/layout.js";
+import { MANIFESTS_README, SITE_SCRIPT, makeSiteFilesystem, writeSiteFiles } from "../disk/site-partition.js";
 import type { Stage, StageResult } from "../stage.js";
 import { BASE_CONTENTS, DISK_IMAGE, SYSTEMD_SHADOW, readLayout, readRootDirs } from "./disk.js";
 import { TREE, UNITS_JSON } from "./overlays.js";
@@ -25,7 +26,7 @@ export interface ImageDeps {
  */
 export const imageStage: Stage<ImageDeps> = {
   name: "image",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts"), join(import.meta.dirname, "../disk/contents.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts"), join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/site-partition.ts")],
   inputs: ({ disk, overlays, epoch }) => ({ disk: disk.key, overlays: overlays.key, epoch }),
   async build(run, { disk, overlays, epoch }) {
     const image = join(run.out, DISK_IMAGE);
@@ -46,8 +47,28 @@ export const imageStage: Stage<ImageDeps> = {
     // A consistency check of the filesystem the overlays were written into.
     await run.exec("e2fsck", ["-f", "-n", rootfs]);
     await writeFile(join(run.out, CONTENTS), await applyEntries(await readFile(join(disk.dir, BASE_CONTENTS), "utf8"), entries));
+    if (layout.site) {
+      run.log("writing the site partition (ICN-SITE) with the documented site.yaml template");
+      await writeSitePartition(run.exec, image, layout, join(tree, SITE_SCRIPT), epoch, run.out);
+    }
   },
 };
+
+/** The site partition as shipped: an empty site (the template, every setting commented out) and a README in manifests/. */
+async function writeSitePartition(exec: (file: string, args: string[], options?: { env?: Record<string, string> }) => Promise<string>, image: string, layout: DiskLayout, siteScript: string, epoch: number, work: string): Promise<void> {
+  const site = layout.site!;
+  const fs = join(work, "site.vfat");
+  const template = join(work, "site.yaml");
+  const readme = join(work, "manifests-README.txt");
+  await writeFile(template, await exec("python3", [siteScript, "template"]));
+  await writeFile(readme, MANIFESTS_README);
+  await makeSiteFilesystem(exec, fs, site.sectors * SECTOR, site.guid.slice(0, 8), epoch);
+  await writeSiteFiles(exec, fs, [{ path: "site.yaml", source: template }, { path: "manifests/README.txt", source: readme }], epoch);
+  await exec("dd", [`if=${fs}`, `of=${image}`, "bs=1M", `seek=${(site.start * SECTOR) / (1024 * 1024)}`, "conv=notrunc,sparse", "status=none"]);
+  await rm(fs);
+  await rm(template);
+  await rm(readme);
+}
 
 /**
  * The links `systemctl enable` makes for the units, computed by running systemctl on a

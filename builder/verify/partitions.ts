@@ -1,6 +1,6 @@
 /** Reads a disk's GPT with sgdisk and compares it with the layout the build made. */
 import { execa } from "execa";
-import { SECTOR, type DiskLayout, type Partition } from "../disk/layout.js";
+import { SECTOR, partitionsOf, type DiskLayout, type Partition } from "../disk/layout.js";
 
 interface GptRow {
   number: number;
@@ -27,7 +27,7 @@ export async function compareGpt(disk: string, layout: DiskLayout): Promise<stri
   const gpt = await readGpt(disk);
   const problems: string[] = [];
   if (gpt.diskGuid.toLowerCase() !== layout.diskGuid.toLowerCase()) problems.push(`disk GUID is ${gpt.diskGuid}, expected ${layout.diskGuid}`);
-  const expected: Partition[] = [layout.bios, layout.esp, layout.root];
+  const expected: Partition[] = partitionsOf(layout);
   for (const p of expected) {
     const row = gpt.rows.find((r) => r.number === p.number);
     if (!row) {

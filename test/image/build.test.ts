@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -48,14 +48,29 @@ describe("icn-bootstrap build with the default definition", () => {
     expect((await readdir(out)).sort()).toEqual(["icn-bootstrap.cdx.json", "icn-bootstrap.contents.txt", "icn-bootstrap.img", "icn-bootstrap.qcow2", "icn-bootstrap.report.json"]);
   });
 
-  it("writes a GPT with a BIOS boot partition, an EFI system partition and a root partition", async () => {
+  it("writes a GPT with a BIOS boot partition, an EFI system partition, the site partition and a root partition", async () => {
     const table = await partitions(img);
     expect(table.map((p) => [p.number, p.code, p.name])).toEqual([
       [1, "EF02", "BIOS boot"],
       [2, "EF00", "EFI system"],
       [3, "8304", "root"],
+      [4, "0700", "ICN-SITE"],
     ]);
     for (const p of table) expect(p.start % 2048).toBe(0);
+    expect(table[3]!.end).toBeLessThan(table[2]!.start); // the root comes last on the disk: it grows at first boot
+  });
+
+  it("ships the site partition as FAT labelled ICN-SITE with the documented, valid site.yaml template", async () => {
+    const { mtools } = await partitionAddress(img, 4);
+    const start = (await partitions(img)).find((p) => p.number === 4)!.start * 512;
+    expect((await execa("blkid", ["-p", "-s", "LABEL", "-o", "value", "-O", String(start), img])).stdout.trim()).toBe("ICN-SITE");
+    expect((await execa("mdir", ["-/", "-b", "-i", mtools, "::/"])).stdout.split("\n").sort()).toEqual(["::/manifests/", "::/manifests/README.txt", "::/site.yaml"]);
+    const folder = await mkdtemp(join(tmpdir(), "icn-shipped-site-"));
+    await execa("mcopy", ["-s", "-i", mtools, "::/site.yaml", "::/manifests", folder]);
+    expect(await readFile(join(folder, "site.yaml"), "utf8")).toMatch(/^# Site settings of an ICN bootstrap appliance/);
+    const check = await runCli(["site", "check", folder]);
+    expect(check.exitCode, check.all).toBe(0);
+    await rm(folder, { recursive: true, force: true });
   });
 
   it("boots UEFI from the removable-media path and BIOS from the MBR", async () => {

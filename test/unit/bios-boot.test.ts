@@ -37,10 +37,14 @@ describe("BIOS boot code installation", () => {
 describe("disk layout", () => {
   it("aligns partitions to 1 MiB and leaves room for the backup GPT", () => {
     const layout = planLayout("seed", 64 * 1024 * 1024, 1000 * 1024 * 1024 + 1);
-    for (const p of [layout.bios, layout.esp, layout.root]) expect(p.start % 2048).toBe(0);
+    for (const p of [layout.bios, layout.esp, layout.site!, layout.root]) expect(p.start % 2048).toBe(0);
     expect(layout.root.sectors).toBe(1001 * 2048);
     expect(layout.totalSectors).toBe(layout.root.start + layout.root.sectors + 2048);
     expect(layout.esp.start).toBe(layout.bios.start + layout.bios.sectors);
+    // The site partition lies between the ESP and the root, which stays last to grow at first boot.
+    expect(layout.site).toMatchObject({ number: 4, name: "ICN-SITE", type: "0700", start: layout.esp.start + layout.esp.sectors, sectors: 32 * 2048 });
+    expect(layout.root.start).toBe(layout.site!.start + layout.site!.sectors);
+    expect(layout.root.number).toBe(3);
   });
 
   it("derives stable, distinct UUIDs from the seed", () => {
