@@ -8,9 +8,9 @@ import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, type StageResult } from "./stage.js";
 import { diskStage, readLayout } from "./stages/disk.js";
-import { type DiskLayout } from "./disk/layout.js";
+import { SECTOR, type DiskLayout } from "./disk/layout.js";
 import { collectSbomInput } from "./sbom/collect.js";
-import { bootDigests, type BootDigests } from "./verify/regions.js";
+import { bootDigests, digestOutsideSite, type BootDigests } from "./verify/regions.js";
 import type { SbomInput } from "./sbom/cyclonedx.js";
 import { sha256Text } from "./cache.js";
 import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
@@ -42,6 +42,8 @@ export interface Verification {
   /** The root filesystem's contents manifest (builder/disk/contents.ts) and its sha256. */
   contents: string;
   contentsDigest: string;
+  /** The USB image's bytes without its site partition (verify after `site write`). */
+  outsideSite?: string;
   /** Where the registry's storage is in the root, and what it must serve. */
   registry: { storage: string; images: { ref: string; repository: string; tags: string[]; digest: string }[] };
 }
@@ -157,6 +159,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     boot: await bootDigests(formatSource("usb", image), layout),
     contents,
     contentsDigest: sha256Text(contents),
+    outsideSite: await digestOutsideSite(formatSource("usb", image), layout, layout.totalSectors * SECTOR),
     registry: { storage: REGISTRY_STORAGE, images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })) },
   };
   return { stages, images, packages, debianFiles, containerImages, sbom, verification };

@@ -39,3 +39,29 @@ export async function bootDigests(disk: string, layout: DiskLayout): Promise<Boo
     esp: await rangeDigest(disk, layout.esp.start * SECTOR, layout.esp.sectors * SECTOR),
   };
 }
+
+/**
+ * sha256 of the disk's first `total` bytes with the site partition left out (the bytes
+ * before it, then those after it): what stays as built when `site write` changed the site.
+ */
+export async function digestOutsideSite(path: string, layout: DiskLayout, total: number): Promise<string | undefined> {
+  if (!layout.site) return undefined;
+  const hash = createHash("sha256");
+  const handle = await open(path, "r");
+  try {
+    const buffer = Buffer.alloc(4 * 1024 * 1024);
+    const siteStart = layout.site.start * SECTOR;
+    const siteEnd = siteStart + layout.site.sectors * SECTOR;
+    for (const [from, to] of [[0, siteStart], [siteEnd, total]] as const) {
+      for (let at = from; at < to; ) {
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, to - at), at);
+        if (bytesRead === 0) throw new Error(`${path} ends at ${at} bytes, before ${to}`);
+        hash.update(buffer.subarray(0, bytesRead));
+        at += bytesRead;
+      }
+    }
+    return hash.digest("hex");
+  } finally {
+    await handle.close();
+  }
+}

@@ -10,7 +10,7 @@ import { sha256File, sha256Text } from "../cache.js";
 import { compareManifests, dumpExt4, treeManifest } from "../disk/contents.js";
 import { SECTOR, type DiskLayout } from "../disk/layout.js";
 import { UserError } from "../errors.js";
-import { bootDigests, rangeDigest, type BootDigests } from "./regions.js";
+import { bootDigests, digestOutsideSite, rangeDigest, type BootDigests } from "./regions.js";
 import { compareGpt } from "./partitions.js";
 import { checkRegistry, type ExpectedImage } from "./registry.js";
 import { checkSbom } from "./sbom.js";
@@ -19,7 +19,7 @@ export interface VerifyReport {
   name: string;
   images: Record<string, { path: string; apparentBytes: number; sha256: string }>;
   sbomFile: string;
-  verification: { layout: DiskLayout; boot: BootDigests; contentsDigest: string; contentsFile: string; sbomSha256: string; registry: { storage: string; images: ExpectedImage[] } };
+  verification: { layout: DiskLayout; boot: BootDigests; contentsDigest: string; outsideSite?: string; contentsFile: string; sbomSha256: string; registry: { storage: string; images: ExpectedImage[] } };
 }
 
 export interface CheckResult {
@@ -72,11 +72,16 @@ export async function verifyImage(image: string, reportPath: string, opts: { scr
     }
     if (usb) {
       const actual = await rangeDigest(disk.path, 0, diskBytes);
-      checks.push(result("disk bytes", actual === usb.sha256 ? [] : [`sha256 of the first ${diskBytes} bytes is ${actual}, the USB image built is ${usb.sha256}`], `the first ${diskBytes} bytes are the USB image built (sha256 ${usb.sha256})`, "the disk differs from the USB image built"));
+      const outsideSite = actual !== usb.sha256 && v.outsideSite ? await digestOutsideSite(disk.path, layout, diskBytes) : undefined;
+      if (outsideSite && outsideSite === v.outsideSite) {
+        checks.push(result("disk bytes", [], `the USB image built, except its site partition (ICN-SITE), written since: its settings are the site's, not the build's`, ""));
+      } else {
+        checks.push(result("disk bytes", actual === usb.sha256 ? [] : [`sha256 of the first ${diskBytes} bytes is ${actual}, the USB image built is ${usb.sha256}${v.outsideSite ? "; it differs outside the site partition too" : ""}`], `the first ${diskBytes} bytes are the USB image built (sha256 ${usb.sha256})`, "the disk differs from the USB image built"));
+      }
     }
 
     const gpt = await compareGpt(disk.path, layout);
-    checks.push(result("partition table", gpt, `GPT ${layout.diskGuid}: BIOS boot, EFI system, root as built; root filesystem UUID ${layout.rootFsUuid}`, "the partition table differs"));
+    checks.push(result("partition table", gpt, `GPT ${layout.diskGuid}: BIOS boot, EFI system, ${layout.site ? "site, " : ""}root as built; root filesystem UUID ${layout.rootFsUuid}`, "the partition table differs"));
 
     const boot = await bootDigests(disk.path, layout);
     const bootProblems = (Object.keys(v.boot) as (keyof BootDigests)[]).filter((k) => boot[k] !== v.boot[k]).map((k) => `${BOOT_REGIONS[k]}: sha256 ${boot[k]}, built ${v.boot[k]}`);

@@ -8,7 +8,7 @@
 import { Spec, Validation } from "@cyclonedx/cyclonedx-library";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { copyFile, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -144,6 +144,24 @@ describe("reproducible build", () => {
       expect(result.stdout).toMatch(/ok\s+SBOM/);
       expect(result.stdout).toMatch(/verify: all \d+ checks passed/);
     }
+  });
+
+  it("verify passes an image whose site partition was rewritten by site write, and says so", { timeout: VERIFY_TIMEOUT }, async () => {
+    const image = join(outs[0]!, "with-site.img");
+    await copyFile(join(outs[1]!, `${NAME}.img`), image);
+    const site = join(outs[0]!, "site");
+    await mkdir(site, { recursive: true });
+    await writeFile(join(site, "site.yaml"), "version: 1\nhostname: site-a\n");
+    expect((await runCli(["site", "write", site, image])).exitCode).toBe(0);
+    const result = await runCli(["verify", image, "--report", join(outs[1]!, `${NAME}.report.json`)]);
+    console.log(`verify with-site.img:\n${result.stdout}`);
+    expect(result.exitCode, result.all).toBe(0);
+    expect(result.stdout).toMatch(/ok\s+disk bytes: the USB image built, except its site partition/);
+    // A byte changed outside the site partition still fails the disk bytes.
+    await flipByteOfFile(image, 3, "/usr/local/bin/kubeadm");
+    const tampered = await runCli(["verify", image, "--report", join(outs[1]!, `${NAME}.report.json`)]);
+    expect(tampered.stdout).toMatch(/FAIL\s+disk bytes[^\n]*\n[^\n]*differs outside the site partition too/);
+    await rm(image);
   });
 
   it("verify fails an image with one byte of a root filesystem file changed, naming the file", { timeout: VERIFY_TIMEOUT }, async () => {
