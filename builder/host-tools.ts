@@ -23,6 +23,8 @@ const PROVIDERS: Record<string, string> = {
   time: "time",
   "apt-ftparchive": "apt-utils",
   gpgv: "gpgv",
+  xorriso: "xorriso",
+  blkid: "util-linux",
 };
 
 const SEARCH = [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/sbin"];

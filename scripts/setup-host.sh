@@ -13,7 +13,7 @@ declare -A tools=(
   [ansible-playbook]=ansible-core [ansible-inventory]=ansible-core [sshd]=openssh-server
   [ssh]=openssh-client [nginx]=nginx-light [go]=golang-go [ip]=iproute2 [curl]=curl
   [openssl]=openssl [gzip]=gzip [time]=time [chromium]=chromium
-  [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg
+  [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg [xorriso]=xorriso
 )
 # data-only packages, checked by a file they ship
 declare -A files=(

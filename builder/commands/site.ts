@@ -18,6 +18,7 @@ export const siteCommand: Command = {
        icn-bootstrap site check FOLDER
        icn-bootstrap site write FOLDER TARGET
        icn-bootstrap site write FOLDER --new FILE
+       icn-bootstrap site write FOLDER --iso FILE
 
 One image serves every site: what differs per site lives on the image's site partition
 (FAT, label ${SITE_LABEL}), which any computer mounts after the image was written to a
@@ -33,16 +34,21 @@ ICN-BOOTSTRAP-FAILED unit=icn-site with each error on the console and in /etc/is
                        path (network.interfaces[0].address: ...); exit status ${INVALID} if invalid
   write FOLDER TARGET  validate, then replace the site partition's contents of TARGET: an
                        image built by 'icn-bootstrap build' (.img) or a stick's device
-                       (/dev/sdX: unmount it first; needs write access, e.g. sudo)
+                       (/dev/sdX: unmount it first; needs write access, e.g. sudo), or
+                       a site disk of its own (made with --new, or its device)
   write FOLDER --new FILE
                        make FILE, a ${SITE_PARTITION_BYTES / 1024 / 1024} MiB FAT disk image labelled ${SITE_LABEL} holding the
                        site: attach it to a VM as a second disk (the qcow2 image) or
                        to a server as BMC virtual media
+  write FOLDER --iso FILE
+                       make FILE, an ISO 9660 image with the volume label ${SITE_LABEL}: for
+                       BMC virtual media and VM CD drives. It is read-only: the appliance
+                       cannot delete Secret files from it and says so (see manifests/README.txt)
 
 A FOLDER holds site.yaml and, optionally, manifests/*.yaml. Needs python3 with PyYAML
-(Debian: python3-yaml) and mtools + dosfstools for write.`,
+(Debian: python3-yaml), mtools + dosfstools for write, xorriso for --iso.`,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("site", argv, { new: { type: "string" }, force: { type: "boolean" } }, true);
+    const { values, positionals } = parseCommandArgs("site", argv, { new: { type: "string" }, iso: { type: "string" }, force: { type: "boolean" } }, true);
     const [action, folder, target, ...rest] = positionals;
     if (!action) throw new UserError("site needs an action: init, check or write", "icn-bootstrap site --help");
     if (!folder) throw new UserError(`site ${action} needs a FOLDER`, "icn-bootstrap site --help");
@@ -50,8 +56,9 @@ A FOLDER holds site.yaml and, optionally, manifests/*.yaml. Needs python3 with P
     if (action === "init") return init(resolve(folder), values.force ?? false);
     if (action === "check") return check(resolve(folder));
     if (action === "write") {
-      if ((target === undefined) === (values.new === undefined)) throw new UserError("site write needs exactly one of TARGET and --new FILE", "e.g. icn-bootstrap site write mysite out/icn-bootstrap.img");
-      return write(resolve(folder), target === undefined ? { newFile: resolve(values.new!) } : { target: resolve(target) });
+      const given = [target, values.new, values.iso].filter((x) => x !== undefined);
+      if (given.length !== 1) throw new UserError("site write needs exactly one of TARGET, --new FILE and --iso FILE", "e.g. icn-bootstrap site write mysite out/icn-bootstrap.img");
+      return write(resolve(folder), values.new !== undefined ? { newFile: resolve(values.new) } : values.iso !== undefined ? { iso: resolve(values.iso) } : { target: resolve(target!) });
     }
     throw new UserError(`site: unknown action ${action}`, "the actions are init, check and write");
   },
@@ -101,11 +108,12 @@ async function siteFiles(folder: string): Promise<{ path: string; source: string
   return files;
 }
 
-async function write(folder: string, where: { target: string } | { newFile: string }): Promise<number> {
+async function write(folder: string, where: { target: string } | { newFile: string } | { iso: string }): Promise<number> {
   if ((await check(folder)) !== 0) {
     console.log("nothing was written: fix the errors above first");
     return INVALID;
   }
+  if ("iso" in where) return writeIso(await siteFiles(folder), where.iso);
   await requireTools(["mkfs.vfat", "mcopy", "mdir", "sgdisk"]);
   const files = await siteFiles(folder);
   const work = await mkdtemp(join(tmpdir(), "icn-site-"));
@@ -129,11 +137,26 @@ async function write(folder: string, where: { target: string } | { newFile: stri
     await writeSiteFiles(exec, fs, files);
     const result = await execa("dd", [`if=${fs}`, `of=${where.target}`, "bs=1M", `seek=${(site.start * SECTOR) / (1024 * 1024)}`, "conv=notrunc,fsync", "status=none"], { reject: false, all: true });
     if (result.failed) throw new UserError(`cannot write ${where.target}: ${String(result.all).trim()}`, where.target.startsWith("/dev/") ? "run it as root (sudo), with the stick's partitions unmounted" : "check that the file is writable");
-    console.log(`wrote the site partition (partition ${site.number}, ${SITE_LABEL}) of ${where.target}: ${files.map((f) => f.path).join(", ")}`);
+    console.log(`wrote ${site.number === 0 ? "the site disk" : `the site partition (partition ${site.number}, ${SITE_LABEL}) of`} ${where.target}: ${files.map((f) => f.path).join(", ")}`);
     return 0;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/** An ISO 9660 image (Rock Ridge and Joliet names) labelled ICN-SITE, written under a temporary name first. */
+async function writeIso(files: { path: string; source: string }[], iso: string): Promise<number> {
+  await requireTools(["xorriso"]);
+  const partial = join(dirname(iso), `.${basename(iso)}.partial`);
+  const graft = files.map((f) => `${f.path}=${f.source}`);
+  const result = await execa("xorriso", ["-as", "mkisofs", "-quiet", "-V", SITE_LABEL, "-R", "-J", "-graft-points", "-o", partial, ...graft], { reject: false, all: true });
+  if (result.failed) {
+    await rm(partial, { force: true });
+    throw new UserError(`xorriso could not make ${iso}: ${String(result.all).trim().split("\n").slice(-3).join("; ")}`, "check that the folder's files are readable and the target folder writable");
+  }
+  await rename(partial, iso);
+  console.log(`wrote ${iso}: an ISO 9660 image labelled ${SITE_LABEL} with ${files.length} file${files.length === 1 ? "" : "s"}; attach it as virtual media or a CD drive (read-only: Secret files stay on it)`);
+  return 0;
 }
 
 interface SitePartition {
@@ -149,6 +172,13 @@ async function sitePartition(target: string): Promise<SitePartition> {
   const handle = await open(target, "r");
   await handle.read(head, 0, 4, 0).finally(() => handle.close());
   if (head.toString("latin1") === "QFI\xfb") throw new UserError(`${target} is a qcow2 image, whose partitions cannot be written in place`, "make a site disk with 'icn-bootstrap site write FOLDER --new site.img' and attach it to the VM as a second disk");
+  // A site disk of its own (`--new`, a second drive, a stick's partition device): FAT labelled ICN-SITE throughout.
+  const probe = await execa("blkid", ["-p", "-o", "export", target], { reject: false });
+  const fields = Object.fromEntries(probe.stdout.split("\n").map((l) => l.split("=", 2) as [string, string]));
+  if (fields.TYPE === "vfat" && fields.LABEL === SITE_LABEL) {
+    const bytes = target.startsWith("/dev/") ? Number((await execa("blockdev", ["--getsize64", target])).stdout) : (await stat(target)).size;
+    return { number: 0, start: 0, sectors: Math.floor(bytes / SECTOR), guid: (fields.UUID ?? "").replace(/-/g, "") };
+  }
   const table = await execa("sgdisk", ["-p", target], { reject: false, all: true });
   for (const m of table.stdout.matchAll(/^\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+ \S+\s+[0-9A-F]{4}\s+(.*)$/gm)) {
     if (m[4]!.trim() !== SITE_LABEL) continue;

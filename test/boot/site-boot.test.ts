@@ -1,7 +1,7 @@
 /**
  * Site settings without a rebuild: one lean image (no Kubernetes: minutes per boot under
  * TCG), its site written by `icn-bootstrap site write` into the USB image's own ICN-SITE
- * partition, or given as a second drive made by `site write --new`. Checked inside the
+ * partition, or given as a second drive made by `site write --new` or `--iso`. Checked inside the
  * booted appliance over SSH: the site's host name, SSH key, provisioning address and
  * settings files; a broken site.yaml still reaches the ready marker with the failure on
  * the console and in /etc/issue, and a corrected one is applied at the next boot.
@@ -107,6 +107,10 @@ describe("site settings on the stick", () => {
       expect(viaSiteKey.output).toMatch(/^server 10\.0\.2\.2 iburst$/m);
       expect(viaSiteKey.output).toMatch(/^DNS=10\.0\.2\.3$/m);
       expect((await vm.ssh("definition-key", "true")).ok).toBe(true);
+      // GRUB hands the kernel the root partition it chose by its GUID (install to disk relies on it).
+      const cmdline = await vm.ssh("site-key", "cat /proc/cmdline; lsblk -n -o PARTUUID $(findmnt -n -o SOURCE /)");
+      const [kernelArgs, rootPartUuid] = cmdline.output.trim().split("\n");
+      expect(kernelArgs).toContain(`root=PARTUUID=${rootPartUuid}`);
       // No DHCP client on the provisioning port: the appliance will be that network's DHCP server.
       const leases = await vm.ssh("site-key", "networkctl status enp0s6 --no-pager; ls /etc/issue.d");
       expect(leases.output).not.toMatch(/DHCP4 Client/);
@@ -143,12 +147,16 @@ describe("site settings on the stick", () => {
       await first.stop?.();
     }
 
+    // The corrected site, this time on an ISO (what BMC virtual media carries).
     const fixed = await siteFolder("fixed", "version: 1\naccess:\n  sshAuthorizedKeys: [\"" + key.site + "\"]\n");
-    expect((await runCli(["site", "write", fixed, "--new", siteDisk])).exitCode).toBe(0);
-    const second = await boot(join(out, "icn-bootstrap.qcow2"), { firmware: "bios", extraDisks: [siteDisk], disk });
+    const siteIso = join(work, "site.iso");
+    const iso = await runCli(["site", "write", fixed, "--iso", siteIso]);
+    expect(iso.exitCode, iso.all).toBe(0);
+    const second = await boot(join(out, "icn-bootstrap.qcow2"), { firmware: "bios", extraDisks: [siteIso], disk });
     try {
       expect(second.ready, second.lastLines.join("\n")).toBe(true);
       expect(second.lastLines.join("\n")).not.toMatch(/ICN-BOOTSTRAP-FAILED/);
+      expect(second.lastLines.join("\n")).toMatch(/ICN-SITE applied from \/dev\/vdb/);
       const after = await second.ssh("site-key", "ls /etc/issue.d");
       expect(after.ok, after.output).toBe(true);
       expect(after.output).not.toMatch(/icn-site\.issue/);
