@@ -103,7 +103,8 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(uuid).toMatch(/^[0-9a-f-]{36}$/);
     const grubCfg = await debugfs(ext, "cat /boot/grub/grub.cfg");
     expect(grubCfg).toMatch(/console=ttyS0,115200n8/);
-    expect(grubCfg).toContain(`root=UUID=${uuid}`);
+    expect(grubCfg).toContain(`set rootarg=UUID=${uuid}`); // PARTUUID of the partition GRUB booted, else this
+    expect(grubCfg).toMatch(/linux \/vmlinuz root=\$rootarg /);
     expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
     expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
     // The bootstrap cluster: pinned node binaries, the kubeadm configuration, the manifests and the first-boot unit.
