@@ -38,8 +38,10 @@ export interface BootOptions {
   keepRunning?: boolean;
   /** Under TCG: one host thread per vCPU (faster, see accelArgs) instead of one for all. */
   tcgMultiThread?: boolean;
-  /** Raw disk images attached after the boot disk (a site disk labelled ICN-SITE), read-write. */
-  extraDisks?: string[];
+  /** Disk images attached after the boot disk as virtio disks, read-write: raw, or qcow2 by extension (a site disk, an internal disk to install to). */
+  extraDisks?: (string | { file: string; serial: string })[];
+  /** The boot disk's serial number (the guest's /dev/disk/by-id names carry it). */
+  serial?: string;
   /** More NICs, each on its own isolated user network, at a fixed PCI slot (the guest names it enp0s<slot>). */
   extraNics?: { pciSlot: number; mac?: string }[];
   /** What counts as a failure that ends the boot (default: any ICN-BOOTSTRAP-FAILED line). */
@@ -112,14 +114,17 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     args.push("-drive", `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, "-drive", `if=pflash,format=raw,file=${vars}`);
   }
   if (imageKind(options.image) === "usb") {
-    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", "usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0");
+    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
   } else {
-    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", "virtio-blk-pci,drive=disk,bootindex=0");
+    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
   }
   // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
   const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
   args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
-  (options.extraDisks ?? []).forEach((file, i) => args.push("-drive", `if=none,id=extra${i},format=raw,file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}`));
+  (options.extraDisks ?? []).forEach((disk, i) => {
+    const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;
+    args.push("-drive", `if=none,id=extra${i},format=${file.endsWith(".qcow2") ? "qcow2" : "raw"},file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}${serial ? `,serial=${serial}` : ""}`);
+  });
   (options.extraNics ?? []).forEach((nic, i) =>
     args.push("-netdev", `user,id=extranet${i},restrict=on,net=192.168.${100 + i}.0/24`, "-device", `virtio-net-pci,netdev=extranet${i},addr=0x${nic.pciSlot.toString(16)}${nic.mac ? `,mac=${nic.mac}` : ""}`),
   );

@@ -52,7 +52,7 @@ describe("site.yaml validation", () => {
     const { code, lines } = await py("check", bad);
     expect(code).toBe(3);
     expect(lines).toEqual([
-      "extra: unknown key (known here: version, hostname, network, provisioning, access)",
+      "extra: unknown key (known here: version, hostname, network, provisioning, access, install)",
       "hostname: expected a host name (lowercase letters, digits and '-', at most 63), got 'Site_A'",
       "network.dhcp: expected true or false, got 'yes'",
       "network.interfaces[0].address: 10.10.0.0 is the network address of 10.10.0.0/24",
@@ -67,6 +67,17 @@ describe("site.yaml validation", () => {
       "manifests/bad name.yaml: file names may hold only letters, digits, '.', '_' and '-'",
       "manifests/notes.doc: not a manifest file (expected .yaml, .yml, .json)",
     ]);
+  });
+
+  it("reads an install-to-disk request, and checks its disk and wipe", async () => {
+    expect((await py("install", await site("install:\n  disk: /dev/disk/by-id/nvme-SAMSUNG_1\n"))).lines).toEqual(["/dev/disk/by-id/nvme-SAMSUNG_1 keep"]);
+    expect((await py("install", await site("install:\n  disk: SAMSUNG_1\n  wipe: true\n"))).lines).toEqual(["SAMSUNG_1 wipe"]);
+    expect((await py("install", await site("version: 1\n"))).lines).toEqual([]);
+    expect((await py("check", await site("install:\n  disk: ../sda\n  wipe: yes\n"))).lines).toEqual([
+      "install.disk: expected a device path under /dev (e.g. /dev/sda, /dev/disk/by-id/ata-...) or a part of a /dev/disk/by-id name (e.g. Samsung_SSD_870), got '../sda'",
+      "install.wipe: expected true or false, got 'yes'",
+    ]);
+    expect((await py("check", await site("install: {wipe: true}\n"))).lines[0]).toMatch(/^install\.disk: missing/);
   });
 
   it("reports YAML syntax errors and duplicate keys with their line", async () => {

@@ -8,6 +8,7 @@ objects. Commands:
   site.py check SITE                  validate; every error on its own line, with its path
   site.py apply SITE --root ROOT      write the appliance's configuration files for it
   site.py objects SITE                list the manifests' files as JSON, each with its kinds
+  site.py install SITE                the install-to-disk request: "DISK wipe|keep", or nothing
 
 Exit status: 0 valid, 3 invalid (the errors are on stdout), 1 on other failures.
 """
@@ -54,6 +55,13 @@ version: 1
 # access:
 #   sshAuthorizedKeys:
 #     - ssh-ed25519 AAAAC3Nza... admin@laptop
+
+# Install to the server's internal disk at the first boot from the stick, then reboot
+# from it (the stick can then be removed). A disk that is not empty is refused unless
+# wipe is true. `disk` is a device path or a part of its /dev/disk/by-id name.
+# install:
+#   disk: /dev/disk/by-id/nvme-SAMSUNG_MZVL2512HCJQ_S675NX0R123456
+#   wipe: false
 
 # Kubernetes objects to apply once the BPA is ready (BareMetalHosts, BMC Secrets,
 # Provisionings) go into the manifests/ folder beside this file, one or more per file.
@@ -115,6 +123,7 @@ DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\.[a-z0-9]
 INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$")
+INSTALL_DISK = re.compile(r"^(/dev/[A-Za-z0-9._:/+-]+|[A-Za-z0-9._:+-]+)$")
 K8S_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 K8S_LABEL = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -210,10 +219,10 @@ def check_settings(data):
     errors = Errors()
     if data is None:
         data = {}
-    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access"])
+    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install"])
     if top is None:
         return None, errors
-    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": []}
+    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None}
     if "version" in top and top["version"] != 1:
         errors.add("version", f"this appliance reads version 1, got {top['version']!r}")
     if "hostname" in top:
@@ -272,6 +281,19 @@ def check_settings(data):
         access = mapping(errors, "access", top["access"], ["sshAuthorizedKeys"]) or {}
         if "sshAuthorizedKeys" in access:
             settings["sshAuthorizedKeys"] = string_list(errors, "access.sshAuthorizedKeys", access["sshAuthorizedKeys"], lambda p, v: ssh_key(errors, p, v))
+    if "install" in top:
+        install = mapping(errors, "install", top["install"], ["disk", "wipe"])
+        if install is not None:
+            disk = None
+            if "disk" not in install:
+                errors.add("install.disk", "missing (a device such as /dev/nvme0n1 or /dev/disk/by-id/..., or a part of its /dev/disk/by-id name)")
+            else:
+                disk = string(errors, "install.disk", install["disk"], INSTALL_DISK, "a device path under /dev (e.g. /dev/sda, /dev/disk/by-id/ata-...) or a part of a /dev/disk/by-id name (e.g. Samsung_SSD_870)")
+            wipe = install.get("wipe", False)
+            if not isinstance(wipe, bool):
+                errors.add("install.wipe", f"expected true or false, got {wipe!r}")
+            elif disk:
+                settings["install"] = {"disk": disk, "wipe": wipe}
     return (settings if not errors else None), errors
 
 
@@ -462,6 +484,7 @@ def main(argv):
     apply_cmd.add_argument("--defaults", action="store_true", help="remove every file a site wrote (no site, or an invalid one)")
     commands.add_parser("objects").add_argument("site")
     commands.add_parser("template")
+    commands.add_parser("install").add_argument("site")
     args = parser.parse_args(argv)
 
     if args.command == "template":
@@ -481,6 +504,10 @@ def main(argv):
         return 0
     if args.command == "objects":
         print(json.dumps(files))
+        return 0
+    if args.command == "install":
+        if settings["install"]:
+            print(f"{settings['install']['disk']} {'wipe' if settings['install']['wipe'] else 'keep'}")
         return 0
     for rel in apply(settings, args.root):
         print(f"wrote /{rel}")

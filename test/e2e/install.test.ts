@@ -1,0 +1,115 @@
+/**
+ * Install to disk (site.yaml `install:`), in QEMU under UEFI and BIOS, with the lean
+ * appliance (no Kubernetes): the stick copies itself onto the internal disk at its first
+ * boot and reboots; the disk then boots without the stick, and with it still plugged in
+ * takes its own root. A disk that is not empty is refused unless `wipe: true`, and the
+ * refusal is reported while the appliance runs on from the stick. `npm run e2e:site`.
+ */
+import { copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { beforeAll, describe, expect, it } from "vitest";
+import { bootImage, type BootOptions } from "../../builder/boot/qemu.js";
+import { freePort } from "../../builder/registry/server.js";
+import { runCli } from "../helpers/cli.js";
+import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
+
+const BOOT_TIMEOUT_S = 1800;
+const TEST_TIMEOUT = 4 * (BOOT_TIMEOUT_S + 120) * 1000;
+const INSTALLED = /ICN-INSTALL-DONE target=\S+/;
+const OTHER_FAILURES = /ICN-BOOTSTRAP-FAILED unit=(?!icn-install:).*|Kernel panic.*/;
+
+let out: string;
+let work: string;
+let key: string;
+
+/** A copy of the USB image with `install:` in its site partition. */
+async function stickWith(name: string, install: string): Promise<string> {
+  const site = join(work, `${name}-site`);
+  await mkdir(site, { recursive: true });
+  await writeFile(join(site, "site.yaml"), `version: 1\ninstall:\n${install}`);
+  const stick = join(work, `${name}-stick.img`);
+  await copyFile(join(out, "icn-bootstrap.img"), stick);
+  const written = await runCli(["site", "write", site, stick]);
+  expect(written.exitCode, written.all).toBe(0);
+  return stick;
+}
+
+async function emptyDisk(name: string): Promise<string> {
+  const disk = join(work, `${name}.qcow2`);
+  await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, "8G"]);
+  return disk;
+}
+
+async function boot(options: Omit<BootOptions, "timeoutSeconds">) {
+  const lines: string[] = [];
+  const result = await bootImage({ timeoutSeconds: BOOT_TIMEOUT_S, failurePattern: OTHER_FAILURES, ...options, onLine: (l) => lines.push(l) });
+  return { ...result, console: lines.join("\n") };
+}
+
+beforeAll(async () => {
+  out = await mkdtemp(join(tmpdir(), "icn-install-out-"));
+  work = await mkdtemp(join(tmpdir(), "icn-install-"));
+  key = join(work, "id");
+  await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+  const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
+  const definition = await writeDefinition((d) => {
+    withoutKubernetes(d);
+    d.access = { sshAuthorizedKeys: [publicKey] };
+  });
+  const build = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);
+  expect(build.exitCode, build.all).toBe(0);
+}, 60 * 60_000);
+
+describe("install to disk", () => {
+  it("UEFI: the stick installs itself onto the empty disk named by path, which then boots without the stick", { timeout: TEST_TIMEOUT }, async () => {
+    const stick = await stickWith("uefi", "  disk: /dev/vda\n");
+    const disk = await emptyDisk("uefi-disk");
+    const install = await boot({ image: stick, firmware: "uefi", extraDisks: [disk], readyPattern: INSTALLED });
+    console.log(`UEFI install: ${install.seconds.toFixed(0)} s; ${install.console.split("\n").filter((l) => l.includes("ICN-INSTALL")).join(" | ")}`);
+    expect(install.ready, install.console.split("\n").slice(-30).join("\n")).toBe(true);
+    expect(install.readyLine).toBe("ICN-INSTALL-DONE target=/dev/vda");
+
+    const alone = await boot({ image: disk, firmware: "uefi", diskSize: "8G" });
+    console.log(`UEFI boot from the installed disk: ${alone.seconds.toFixed(0)} s`);
+    expect(alone.ready, alone.console.split("\n").slice(-30).join("\n")).toBe(true);
+    // The root grew to the internal disk (8 GiB), far beyond the image.
+    expect(Number(/root_bytes=(\d+)/.exec(alone.readyLine!)![1])).toBeGreaterThan(6 * 1024 ** 3);
+    expect(alone.console).not.toMatch(/ICN-INSTALL copying/);
+  });
+
+  it("BIOS: a disk that is not empty is refused, the appliance runs on from the stick; with wipe it installs, and boots its own root with the stick still in", { timeout: TEST_TIMEOUT }, async () => {
+    const disk = await emptyDisk("bios-disk");
+    // A disk with something on it: a filesystem written by another machine.
+    const raw = join(work, "used.raw");
+    await execa("truncate", ["-s", "64M", raw]);
+    await execa("mkfs.ext4", ["-q", "-L", "old-data", raw]);
+    await execa("qemu-img", ["convert", "-n", "-f", "raw", "-O", "qcow2", raw, disk]);
+
+    // Named by a part of its /dev/disk/by-id name (virtio-SERIAL), as a server's NVMe disk would be.
+    const internal = { file: disk, serial: "ICN-INTERNAL-0042" };
+    const keep = await stickWith("bios-keep", "  disk: INTERNAL-0042\n");
+    const refused = await boot({ image: keep, firmware: "bios", extraDisks: [internal] });
+    expect(refused.ready, refused.console.split("\n").slice(-30).join("\n")).toBe(true);
+    expect(refused.console).toMatch(/ICN-BOOTSTRAP-FAILED unit=icn-install: \/dev\/vda is not empty \(it holds: ext4 \): set install.wipe: true in site.yaml to overwrite it; the appliance runs from the stick/);
+    expect((await execa("qemu-img", ["compare", "-q", "-f", "qcow2", "-F", "raw", disk, raw], { reject: false })).exitCode).toBe(0); // not a byte written
+
+    const wipe = await stickWith("bios-wipe", "  disk: INTERNAL-0042\n  wipe: true\n");
+    const install = await boot({ image: wipe, firmware: "bios", extraDisks: [internal], readyPattern: INSTALLED });
+    console.log(`BIOS install: ${install.seconds.toFixed(0)} s`);
+    expect(install.ready, install.console.split("\n").slice(-30).join("\n")).toBe(true);
+
+    // The installed disk first in the boot order, the stick still plugged in: each has the same filesystem UUIDs.
+    const sshPort = await freePort();
+    const both = await bootImage({ image: disk, serial: internal.serial, firmware: "bios", timeoutSeconds: BOOT_TIMEOUT_S, diskSize: "8G", extraDisks: [wipe], keepRunning: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`] });
+    try {
+      expect(both.ready, both.lastLines.join("\n")).toBe(true);
+      const ssh = await execa("ssh", ["-i", key, "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "root@127.0.0.1", "findmnt -n -o SOURCE /; lsblk -n -o NAME,SIZE,PARTUUID"]);
+      console.log(`BIOS boot from the installed disk with the stick in:\n${ssh.stdout}`);
+      expect(ssh.stdout.split("\n")[0]).toBe("/dev/vda3");
+    } finally {
+      await both.stop?.();
+    }
+  });
+});
