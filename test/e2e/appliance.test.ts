@@ -7,10 +7,12 @@
  * again, and a power cut during kubeadm init is recovered at the next boot. A developer's
  * uploads through the BPA's REST API (a file, an OS image, a container image, with
  * `icn-bootstrap upload` from the host) are served where the compute nodes take them,
- * and still are after the reboot.
+ * and still are after the reboot. A site disk (`icn-bootstrap site write --new`) brings a
+ * namespace, a BMC Secret, a BareMetalHost and a Provisioning: applied once the BPA is
+ * ready, the Secret's file deleted from the disk, nothing applied again at the next boot.
  */
 import { createHash, randomBytes, X509Certificate } from "node:crypto";
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -35,6 +37,14 @@ const READY = /ICN-BOOTSTRAP-READY host=(\S+) .* kubernetes=(v[\d.]+) bpa=availa
 let work: string;
 let image: string;
 let key: string;
+let siteDisk: string;
+
+const SITE_OBJECTS: Record<string, string> = {
+  "00-namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: site-a\n",
+  "10-bmc-secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: node-1-bmc\n  namespace: site-a\nstringData:\n  username: admin\n  password: site-a-bmc-password\n",
+  "20-hosts.yaml": "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata:\n  name: node-1\n  namespace: site-a\nspec:\n  online: true\n  bootMACAddress: 52:54:00:00:00:01\n  bmc:\n    address: redfish+http://192.168.111.1:8000/redfish/v1/Systems/node-1\n    credentialsName: node-1-bmc\n",
+  "30-provisioning.yaml": "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: site-a-cluster\n  namespace: site-a\nspec:\n  master:\n    cpu: 2\n    memory: 2Gi\n",
+};
 const consoleLines: string[] = [];
 
 beforeAll(async () => {
@@ -50,6 +60,13 @@ beforeAll(async () => {
   const build = await runCli(["build", "--definition", definition, "--format", "qcow2", "--out", join(work, "out")]);
   expect(build.exitCode, build.all).toBe(0);
   image = join(work, "out", "icn-bootstrap.qcow2");
+  const site = join(work, "site");
+  await mkdir(join(site, "manifests"), { recursive: true });
+  await writeFile(join(site, "site.yaml"), "version: 1\n");
+  for (const [name, text] of Object.entries(SITE_OBJECTS)) await writeFile(join(site, "manifests", name), text);
+  siteDisk = join(work, "site.img");
+  const written = await runCli(["site", "write", site, "--new", siteDisk]);
+  expect(written.exitCode, written.all).toBe(0);
 }, 90 * 60_000);
 
 function ssh(port: number, command: string) {
@@ -78,6 +95,7 @@ describe("the appliance", () => {
         tcgMultiThread: true,
         hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
         onLine: (line) => consoleLines.push(line),
+        extraDisks: [siteDisk],
       });
     vm = await boot(BOOT_TIMEOUT_S + 600);
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
@@ -108,6 +126,27 @@ describe("the appliance", () => {
     const listeners = (await ssh(sshPort, "ss -Htlnup | awk '{print $1, $5, $7}'")).stdout.trim();
     console.log(`listeners of the booted appliance:\n  ${listeners.split("\n").join("\n  ")}`);
     expect(listeners).not.toMatch(/:80 /);
+
+    // The site disk's objects, applied once the BPA was available; the Secret's file is gone from the disk.
+    const siteLines = consoleLines.filter((l) => l.includes("ICN-SITE"));
+    console.log(`site objects at first boot:\n  ${siteLines.join("\n  ")}`);
+    for (const file of Object.keys(SITE_OBJECTS)) expect(siteLines.join("\n")).toContain(`ICN-SITE: applied manifests/${file}`);
+    expect(siteLines.join("\n")).toMatch(/ICN-SITE: removed manifests\/10-bmc-secret\.yaml from \/dev\/vdb/);
+    const bmcSecret = await c.core.readNamespacedSecret({ namespace: "site-a", name: "node-1-bmc" });
+    expect(Buffer.from(bmcSecret.data!.password!, "base64").toString()).toBe("site-a-bmc-password");
+    const siteHost = await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" });
+    expect((siteHost as { spec: { bmc: { credentialsName: string } } }).spec.bmc.credentialsName).toBe("node-1-bmc");
+    // The BPA reconciles the site's Provisioning: its status says why it cannot go on (the host has no hardware details yet).
+    const siteProvisioning = await waitFor(
+      "the site's Provisioning reconciled by the BPA",
+      async () => {
+        const p = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: "site-a", plural: "provisionings", name: "site-a-cluster" })) as Provisioning;
+        return (p.status?.conditions?.length ?? 0) > 0 ? p : undefined;
+      },
+      10 * 60_000,
+      2000,
+    );
+    console.log(`site-a-cluster conditions: ${JSON.stringify(siteProvisioning.status?.conditions?.map((x) => `${x.type}=${x.status} ${x.reason}: ${x.message}`))}`);
 
     // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small.
     const namespace = "default";
@@ -197,9 +236,13 @@ describe("the appliance", () => {
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
     consoleLines.length = 0;
+    const onDisk = (await execa("mdir", ["-/", "-b", "-i", siteDisk, "::/manifests"])).stdout;
+    expect(onDisk).not.toMatch(/10-bmc-secret\.yaml/);
+    expect(onDisk).toMatch(/20-hosts\.yaml/);
     vm = await boot(BOOT_TIMEOUT_S);
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
+    expect(consoleLines.join("\n")).not.toMatch(/ICN-SITE: applied/); // each file once per content
     const again = await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" });
     expect((again as Provisioning).status?.installJob).toBe(provisioning.status!.installJob);
     // The uploads survived the reboot: still served, still listed by the API.
