@@ -44,7 +44,7 @@ async function boot(image: string, opts: { firmware: "bios" | "uefi"; extraDisks
   const lines: string[] = [];
   const vm = await bootImage({ image, firmware: opts.firmware, timeoutSeconds: BOOT_TIMEOUT_S, keepRunning: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`], extraNics: [PROVISIONING_NIC], extraDisks: opts.extraDisks, disk: opts.disk, failurePattern: OTHER_FAILURES, onLine: (l) => lines.push(l) });
   const ssh = async (keyName: string, command: string) => {
-    const result = await execa("ssh", ["-i", join(work, keyName), "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "root@127.0.0.1", command], { reject: false, all: true });
+    const result = await execa("ssh", ["-i", join(work, keyName), "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command], { reject: false, all: true });
     return { ok: result.exitCode === 0, output: String(result.all ?? "") };
   };
   return Object.assign(vm, { lastLines: lines, ssh });
