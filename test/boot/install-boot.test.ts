@@ -3,13 +3,13 @@
  * appliance (no Kubernetes): the stick copies itself onto the internal disk at its first
  * boot and reboots; the disk then boots without the stick, and with it still plugged in
  * takes its own root. A disk that is not empty is refused unless `wipe: true`, and the
- * refusal is reported while the appliance runs on from the stick. `npm run e2e:site`.
+ * refusal is reported while the appliance runs on from the stick.
  */
-import { copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type BootOptions } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
@@ -61,6 +61,11 @@ beforeAll(async () => {
   const build = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);
   expect(build.exitCode, build.all).toBe(0);
 }, 60 * 60_000);
+
+afterAll(async () => {
+  await rm(out, { recursive: true, force: true });
+  await rm(work, { recursive: true, force: true });
+});
 
 describe("install to disk", () => {
   it("UEFI: the stick installs itself onto the empty disk named by path, which then boots without the stick", { timeout: TEST_TIMEOUT }, async () => {
