@@ -60,6 +60,8 @@ export async function upload(cmd: UploadCommand): Promise<UploadRecord> {
   const endpoint = `${cmd.server.replace(/\/+$/, "")}/api/v1/uploads`;
   const fingerprint = `bpa-upload::${endpoint}::${cmd.kind}::${cmd.name}::${sha256}::${size}`;
 
+  const storage = new (tus as unknown as { FileUrlStorage: new (path: string) => tus.UrlStorage }).FileUrlStorage(stateFile);
+
   return new Promise<UploadRecord>((resolve, reject) => {
     const u = new tus.Upload(createReadStream(cmd.file), {
       endpoint,
@@ -67,10 +69,12 @@ export async function upload(cmd: UploadCommand): Promise<UploadRecord> {
       metadata: { kind: cmd.kind, name: cmd.name, sha256, filename: cmd.file.split("/").pop() ?? "" },
       headers: { authorization: `Bearer ${cmd.token}` },
       httpStack: new tus.DefaultHttpStack(cmd.ca ? { ca: cmd.ca } : {}),
-      urlStorage: new (tus as unknown as { FileUrlStorage: new (path: string) => tus.UrlStorage }).FileUrlStorage(stateFile),
+      urlStorage: storage,
       fingerprint: async () => fingerprint,
       storeFingerprintForResuming: true,
-      removeFingerprintOnSuccess: true,
+      // Forgotten below, awaited: tus's own removal is not, and a command that exits during
+      // it leaves the state file's lock behind (the next upload within 10 s failed, ELOCKED).
+      removeFingerprintOnSuccess: false,
       retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
       // Retry cut links and server restarts, not refusals (4xx) nor a full disk or a refused push.
       onShouldRetry: (error) => {
@@ -85,11 +89,20 @@ export async function upload(cmd: UploadCommand): Promise<UploadRecord> {
         reject(new UploadFailed(status ? `HTTP ${status}: ${body || error.message}` : error.message, status));
       },
       onSuccess: ({ lastResponse }) => {
+        let record: UploadRecord;
         try {
-          resolve(JSON.parse(lastResponse.getBody()) as UploadRecord);
+          record = JSON.parse(lastResponse.getBody()) as UploadRecord;
         } catch {
           reject(new UploadFailed(`the server finished the upload but sent no record: ${lastResponse.getBody().slice(0, 200)}`));
+          return;
         }
+        forgetUpload(storage, fingerprint).then(
+          () => resolve(record),
+          (error: Error) => {
+            say(`the upload is published, but ${stateFile} still names it: ${error.message}`);
+            resolve(record);
+          },
+        );
       },
     });
     u.findPreviousUploads().then(
@@ -103,4 +116,11 @@ export async function upload(cmd: UploadCommand): Promise<UploadRecord> {
       (error: unknown) => reject(error as Error),
     );
   });
+}
+
+/** Removes the finished upload from the resume state, so that the same file is uploaded anew next time. */
+async function forgetUpload(storage: tus.UrlStorage, fingerprint: string): Promise<void> {
+  for (const previous of await storage.findUploadsByFingerprint(fingerprint)) {
+    if (previous.urlStorageKey) await storage.removeUpload(previous.urlStorageKey);
+  }
 }

@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import { execa } from "execa";
@@ -81,4 +81,16 @@ it("resumes after the upload command is killed mid-way, sending only what the se
   expect(record).toMatchObject({ state: "published", name: "big/payload.bin", digest: `sha256:${digest}` });
   expect(record.bytesReceived).toBe(192 * 1024 * 1024);
   expect(sha256(await readFile(join(work, "state/published/uploads/big/payload.bin")))).toBe(digest);
+
+  // The finished upload is forgotten before the command exits: nothing to resume, no lock
+  // left behind, so an upload right after it works (it failed with ELOCKED when tus's
+  // removal raced the exit).
+  const state = join(work, "xdg", "icn-bootstrap", "uploads.json");
+  expect(Object.keys(JSON.parse(await readFile(state, "utf8")) as object)).toEqual([]);
+  expect(await stat(`${state}.lock`).catch(() => undefined)).toBeUndefined();
+  const small = join(work, "small.bin");
+  await writeFile(small, randomBytes(4096));
+  const next = await execa(process.execPath, [...args.slice(0, 4), small, "--kind", "file", "--name", "small.bin", ...args.slice(9)], { cwd: REPO, env, reject: false });
+  expect(next.exitCode, next.stderr).toBe(0);
+  expect(next.stderr).not.toContain("resuming");
 }, 180_000);
