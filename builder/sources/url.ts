@@ -7,6 +7,7 @@ import { cacheRoot, normalizeDigest, sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
 import { formatBytes, formatSeconds } from "../log.js";
 import type { ArtifactResult, SourceContext } from "./gomod.js";
+import { activeMirror, mirroredUrl } from "./mirror.js";
 import type { UrlArtifact } from "./schema.js";
 
 export interface DownloadOptions {
@@ -57,7 +58,7 @@ export async function ensureUrlFile(name: string, entry: UrlArtifact, ctx: Sourc
   await mkdir(downloadsDir(), { recursive: true });
   const partial = join(downloadsDir(), `${expected}.partial`);
   const started = Date.now();
-  await download(name, entry.url, partial, ctx, opts);
+  await downloadFromMirrorOrUpstream(name, entry.url, partial, ctx, opts);
   const actual = await sha256File(partial);
   if (actual !== expected) {
     await rm(partial, { force: true });
@@ -75,6 +76,32 @@ export async function ensureUrlFile(name: string, entry: UrlArtifact, ctx: Sourc
 }
 
 class BrokenTransfer extends Error {}
+class NotFound extends UserError {}
+
+/** The mirror's copy first (when a mirror is set up and has it), else the URL itself. */
+async function downloadFromMirrorOrUpstream(name: string, url: string, partial: string, ctx: SourceContext, opts: DownloadOptions): Promise<void> {
+  // Only upstream (https) downloads have a place in a mirror laid out by host.
+  const mirror = url.startsWith("https://") ? await activeMirror() : undefined;
+  if (mirror) {
+    const copy = mirroredUrl(url, mirror.base);
+    try {
+      ctx.log(name, `fetching ${url} from the mirror ${mirror.describe}`);
+      await download(name, copy, partial, ctx, opts);
+      return;
+    } catch (error) {
+      if (!(error instanceof NotFound)) throw error;
+      ctx.log(name, `not in the mirror; fetching ${url}`);
+    }
+  }
+  try {
+    await download(name, url, partial, ctx, opts);
+  } catch (error) {
+    if (mirror && error instanceof UserError && !(error instanceof NotFound)) {
+      throw new UserError(`${error.message} (and the mirror ${mirror.describe} has no copy at ${mirroredUrl(url, mirror.base)})`, error.hint);
+    }
+    throw error;
+  }
+}
 
 async function download(name: string, url: string, partial: string, ctx: SourceContext, opts: DownloadOptions): Promise<void> {
   const attempts = opts.attempts ?? 5;
@@ -137,6 +164,7 @@ async function transfer(name: string, url: string, partial: string, ctx: SourceC
     clearTimeout(idleTimer);
     await response.body?.cancel();
     if (response.status >= 500 || response.status === 429) throw new BrokenTransfer(`HTTP ${response.status}`);
+    if (response.status === 404) throw new NotFound(`${name}: download of ${url} failed: HTTP 404 ${response.statusText}`, "check the URL in appliance.lock.yaml");
     throw new UserError(`${name}: download of ${url} failed: HTTP ${response.status} ${response.statusText}`, "check the URL in appliance.lock.yaml");
   } else if (have > 0) {
     ctx.log(name, "server does not support resuming (no Range); restarting from zero");
