@@ -14,6 +14,7 @@ declare -A tools=(
   [ssh]=openssh-client [nginx]=nginx-light [go]=golang-go [ip]=iproute2 [curl]=curl
   [openssl]=openssl [gzip]=gzip [time]=time [chromium]=chromium
   [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg [xorriso]=xorriso
+  [bwrap]=bubblewrap
 )
 # data-only packages, checked by a file they ship
 declare -A files=(
@@ -31,6 +32,8 @@ done
 for file in "${!files[@]}"; do
   [ -e "$file" ] || missing+=("${files[$file]}")
 done
+# pip for the images' PyPI packages runs in a venv (builder/sources/pypi.ts)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

@@ -49,13 +49,12 @@ export function debianSource(lock: LockFile): DebianSource {
 export async function buildContent(opts: ContentOptions): Promise<ContentResult> {
   const { definition, lock, stagesDir } = opts;
   const kubespray = definition.kubespray.enabled;
-  const files = await runStage(filesStage, { lock, lockPath: opts.lockPath, kubespray }, stagesDir);
-
   const lists = definition.registry.lists.map((l) => resolve(REPO_ROOT, l));
   const listed = await loadSeedLists(lists);
   const selection = selectImages(listed, { profile: definition.registry.profile, kubespray, allowUnpinned: opts.record });
   for (const s of selection.skipped) log("images", `not included: ${s.ref}: ${s.reason}`);
-  const plan = await planImages(selection.images, { kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined, lockPath: opts.lockPath });
+  const files = await runStage(filesStage, { lock, lockPath: opts.lockPath, kubespray, images: selection.images.map((i) => i.ref) }, stagesDir);
+  const plan = await planImages(selection.images, { kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined, filesDir: files.dir, lockPath: opts.lockPath });
 
   // The shared base has the packages of EVERY listed recipe, selected or not, so that
   // enabling kubespray (or another profile) does not change the other images' digests.

@@ -12,6 +12,7 @@ import { UserError } from "../errors.js";
 import { log } from "../log.js";
 import { readWrapper } from "../sources/gomod.js";
 import { artifactPaths, loadArtifacts, type EnsureOptions } from "../sources/index.js";
+import { ensurePythonTree } from "../sources/pypi.js";
 import type { LayerFile } from "../oci/layer.js";
 import type { ImageConfig } from "../oci/layout.js";
 import type { CompileProgram } from "../stages/image-debian.js";
@@ -58,6 +59,8 @@ export interface ImagesPlan {
 export interface PlanOptions {
   /** The extracted kubespray release tree, when kubespray is enabled. */
   kubesprayTree?: string;
+  /** The files stage's output (for `files:<path>` copies, e.g. the kubespray pins). */
+  filesDir?: string;
   imagesDir?: string;
   artifacts?: Omit<EnsureOptions, "only">;
   lockPath?: string;
@@ -144,6 +147,15 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
           if (!opts.kubesprayTree) throw new UserError(`${image.ref}: its recipe copies the kubespray tree, but kubespray is not enabled`, "set kubespray.enabled: true in the definition (or mark the list entry 'requires: kubespray')");
           from = join(opts.kubesprayTree, rest);
           sha256 = await treeHash(from);
+        } else if (kind === "files") {
+          if (!opts.filesDir) throw new UserError(`${image.ref}: its recipe copies '${copy.from}' from the files stage, which has not run`, "build it with 'icn-bootstrap build'");
+          from = join(opts.filesDir, rest);
+          try {
+            await lstat(from);
+          } catch {
+            throw new UserError(`${image.ref}: ${recipe.file} copies ${copy.from}, which the files stage did not write (${from})`, "is kubespray enabled in the definition? (kubespray.enabled)");
+          }
+          sha256 = await treeHash(from);
         } else if (kind === "recipe" || kind === "path") {
           from = kind === "recipe" ? join(recipe.dir, rest) : resolve(REPO_ROOT, rest);
           try {
@@ -153,9 +165,18 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
           }
           sha256 = await treeHash(from);
         } else {
-          throw new UserError(`${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`, "use a repository path, recipe:<file>, artifact:<name>, compiled:<name> or kubespray:<path>");
+          throw new UserError(`${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`, "use a repository path, recipe:<file>, artifact:<name>, compiled:<name>, files:<path> or kubespray:<path>");
         }
         files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
+      }
+      if (recipe.python) {
+        const { requirements, version } = recipe.python;
+        if (base !== "debian") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
+        const tree = await ensurePythonTree(join(recipe.dir, requirements), version, image.ref, (message) => log("images", `${recipe.name}: ${message}`));
+        // The tree is a pure function of the hash-pinned requirements: its cache key stands for its content.
+        const key = tree.dir.split("/").pop()!;
+        files.push({ from: tree.sitePackages, to: `/usr/local/lib/python${version}/dist-packages`, sha256: `${key}:site-packages` });
+        files.push({ from: tree.bin, to: "/usr/local/bin", sha256: `${key}:bin` });
       }
       planned.recipe = {
         name: recipe.name,

@@ -12,7 +12,11 @@
  *     - { from: "artifact:kubeadm", to: /usr/local/bin/kubeadm } # a pinned artifact (builder/sources)
  *     - { from: "compiled:pause", to: /pause }                    # a `compile` output below
  *     - { from: "kubespray:", to: /kubespray }                    # the kubespray release tree
+ *     - { from: "files:kubespray-pins.yml", to: /etc/x.yml }      # an output of the files stage
  *     - { from: "recipe:entrypoint.py", to: /usr/local/bin/x, mode: "0755" } # a file beside the recipe
+ *   python:                            # PyPI packages for the image's python3 (builder/sources/pypi.ts)
+ *     requirements: requirements.txt   # beside the recipe, every line name==version with --hash lines
+ *     version: "3.13"                  # the image's Debian python3; into /usr/local/lib/python3.13/dist-packages
  *   compile:                           # static C programs, built with the pinned Debian toolchain
  *     - { name: pause, source: "module:kubernetes:build/pause/linux/pause.c", cflags: [-Os, -static] }
  *   entrypoint: ["node", "/opt/bpa/bpa.mjs"]
@@ -55,6 +59,13 @@ export const Recipe = z
     debian: z.object({ packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/)).default([]) }).strict().default({}),
     build: z.array(z.string()).min(1).optional(),
     compile: z.array(Compile).default([]),
+    python: z
+      .object({
+        requirements: z.string().regex(/^[A-Za-z0-9._-]+$/, "a file name beside the recipe"),
+        version: z.string().regex(/^3\.\d+$/, "the image's Python version, such as '3.13'"),
+      })
+      .strict()
+      .optional(),
     copy: z.array(Copy).default([]),
     entrypoint: z.array(z.string()).optional(),
     cmd: z.array(z.string()).optional(),

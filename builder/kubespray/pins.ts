@@ -1,0 +1,66 @@
+/**
+ * The kubespray pins: the variables that make the pinned kubespray install exactly what
+ * this appliance serves, no other version and no upstream checksum. kubespray keeps its
+ * version and checksum tables in role vars (roles/kubespray_defaults/vars), which only
+ * extra vars override, so the runner passes this file with `-e @` (bpa/README.md).
+ *
+ * Versions come from what the build made: the Kubernetes binaries on the file server
+ * (with their sha256) and the image references seeded in the registry.
+ */
+import yaml from "js-yaml";
+import { UserError } from "../errors.js";
+
+export interface ServedFile {
+  name: "kubeadm" | "kubelet" | "kubectl";
+  sha256: string;
+}
+
+export interface PinInputs {
+  /** The Kubernetes version the files and images are for, e.g. v1.35.4. */
+  kubernetesVersion: string;
+  files: ServedFile[];
+  /** Every image reference the registry serves. */
+  images: string[];
+  arch?: string;
+}
+
+function tagOf(images: string[], repository: string, what: string): string {
+  const ref = images.find((r) => r.startsWith(`${repository}:`));
+  if (!ref) throw new UserError(`kubespray pins: the registry serves no ${repository} image, which kubespray needs for ${what}`, `add it to registry-seed/bootstrap.yaml (and its recipe), or disable kubespray`);
+  return ref.slice(repository.length + 1);
+}
+
+export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
+  const arch = inputs.arch ?? "amd64";
+  const version = inputs.kubernetesVersion.replace(/^v/, "");
+  const checksums = Object.fromEntries(inputs.files.map((f) => [`${f.name}_checksums`, { [arch]: { [version]: `sha256:${f.sha256}` } }]));
+  for (const name of ["kubeadm", "kubelet", "kubectl"]) {
+    if (!checksums[`${name}_checksums`]) throw new UserError(`kubespray pins: the file server has no ${name} ${inputs.kubernetesVersion}`, "the files stage must serve kubeadm, kubelet and kubectl");
+  }
+  for (const repo of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) {
+    const tag = tagOf(inputs.images, `registry.k8s.io/${repo}`, "the control plane");
+    if (tag !== `v${version}`) throw new UserError(`kubespray pins: the registry serves registry.k8s.io/${repo}:${tag}, not v${version} like the files`, "pin one Kubernetes version for files and images (icn-bootstrap lock-artifacts, lock-images)");
+  }
+  const etcdTag = tagOf(inputs.images, "registry.k8s.io/etcd", "etcd");
+  const coredns = tagOf(inputs.images, "registry.k8s.io/coredns/coredns", "cluster DNS");
+  const pause = tagOf(inputs.images, "registry.k8s.io/pause", "the pod sandbox");
+  return {
+    kube_version: version,
+    ...checksums,
+    // etcd as kubeadm runs it (a static pod) from the registry's etcd image: no etcd tarball.
+    etcd_deployment_type: "kubeadm",
+    etcd_version: etcdTag.replace(/^v/, "").replace(/-\d+$/, ""),
+    etcd_image_repo: "{{ kube_image_repo }}/etcd",
+    etcd_image_tag: etcdTag,
+    coredns_version: coredns.replace(/^v/, ""),
+    pod_infra_version: pause,
+  };
+}
+
+export function renderPins(pins: Record<string, unknown>, source: string): string {
+  return (
+    "# kubespray pins written by icn-bootstrap's build: exactly the versions (and sha256) this\n" +
+    `# appliance serves (${source}). The runner passes it with -e @ (role vars need extra vars).\n` +
+    yaml.dump(pins, { lineWidth: -1, noRefs: true, sortKeys: false, quotingType: '"' })
+  );
+}

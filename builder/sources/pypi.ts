@@ -1,0 +1,99 @@
+/**
+ * Python packages from PyPI for an image recipe (`python:` in recipe.yaml): a
+ * requirements file where every package is pinned to one version with `--hash`
+ * lines (so the wheels, and the image digest, cannot change under a pin), installed
+ * for the image's own interpreter, not the build host's.
+ *
+ * The result is a tree in the cache, keyed by the requirements and the target
+ * Python: `site-packages/` (for /usr/local/lib/python3.X/dist-packages) and `bin/`
+ * (the console scripts, with `#!/usr/bin/python3`). Wheels only: nothing is
+ * compiled on the build host.
+ */
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { execa } from "execa";
+import { cacheRoot } from "../cache.js";
+import { UserError } from "../errors.js";
+
+/** The glibc of the images' Debian (trixie: 2.41) runs every manylinux wheel up to that. */
+const PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"];
+const LAYOUT_VERSION = "1";
+
+export interface PythonTree {
+  dir: string;
+  sitePackages: string;
+  bin: string;
+  /** The installed distributions (name, version), for the SBOM and the log. */
+  packages: { name: string; version: string }[];
+}
+
+/** Checks that every requirement is `name==version` with at least one `--hash=sha256:`. */
+export function checkPinnedRequirements(text: string, file: string): { name: string; version: string }[] {
+  const joined = text.replace(/\\\n/g, " ");
+  const pins: { name: string; version: string }[] = [];
+  for (const raw of joined.split("\n")) {
+    const line = raw.replace(/(^|\s)#.*$/, "").trim();
+    if (!line) continue;
+    const m = /^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(\s*;[^-]*)?((\s+--hash=sha256:[0-9a-f]{64})+)\s*$/.exec(line);
+    if (!m) {
+      throw new UserError(`${file}: '${line.slice(0, 80)}' is not pinned with its hashes (name==version --hash=sha256:...)`, "regenerate the file with 'npm run lock:runner' (uv pip compile --generate-hashes)");
+    }
+    pins.push({ name: m[1]!.toLowerCase(), version: m[2]! });
+  }
+  if (pins.length === 0) throw new UserError(`${file}: no requirements`, "regenerate it with 'npm run lock:runner'");
+  return pins;
+}
+
+async function pipVenv(log: (message: string) => void): Promise<string> {
+  const venv = join(cacheRoot(), "python", "pip-venv");
+  const pip = join(venv, "bin", "pip");
+  if (existsSync(pip)) return pip;
+  log(`creating the build's pip (python3 -m venv ${venv})`);
+  const made = await execa("python3", ["-m", "venv", venv], { all: true, reject: false });
+  if (made.failed) throw new UserError(`cannot create a Python venv for pip: ${String(made.all).trim().split("\n").pop()}`, "install python3-venv (scripts/setup-host.sh does)");
+  return pip;
+}
+
+async function pip(pipPath: string, args: string[], what: string): Promise<void> {
+  const result = await execa(pipPath, ["--disable-pip-version-check", "--no-input", ...args], { all: true, reject: false });
+  if (result.failed) {
+    const tail = String(result.all ?? "").trimEnd().split("\n").slice(-12).join("\n    ");
+    throw new UserError(`${what}: pip ${args[0]} failed:\n    ${tail}`, "PyPI must be reachable for the first build (wheels are cached afterwards); a hash mismatch means the requirements file and PyPI disagree: regenerate it with 'npm run lock:runner'");
+  }
+}
+
+/** The tree of a pinned requirements file, installed for `python` (e.g. "3.13"); built once, then cached. */
+export async function ensurePythonTree(requirementsFile: string, python: string, what: string, log: (message: string) => void): Promise<PythonTree> {
+  const text = await readFile(requirementsFile, "utf8");
+  const packages = checkPinnedRequirements(text, requirementsFile);
+  const key = createHash("sha256").update(`${LAYOUT_VERSION}\n${python}\n${PLATFORMS.join(",")}\n${text}`).digest("hex");
+  const dir = join(cacheRoot(), "python", "trees", key);
+  const tree = { dir, sitePackages: join(dir, "site-packages"), bin: join(dir, "bin"), packages };
+  if (existsSync(join(dir, ".complete"))) return tree;
+
+  const pipPath = await pipVenv(log);
+  const wheels = join(cacheRoot(), "python", "wheels");
+  const work = `${dir}.partial-${process.pid}`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(wheels, { recursive: true });
+  const abi = `cp${python.replace(".", "")}`;
+  const target = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none", ...PLATFORMS.flatMap((p) => ["--platform", p])];
+  log(`${packages.length} Python packages for python${python} (${packages.map((p) => `${p.name} ${p.version}`).join(", ")})`);
+  await pip(pipPath, ["download", "--require-hashes", "--no-deps", ...target, "-d", wheels, "-r", requirementsFile], what);
+  await pip(pipPath, ["install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-deps", "--no-compile", ...target, "--target", join(work, "site-packages"), "-r", requirementsFile], what);
+  await mkdir(join(work, "bin"), { recursive: true });
+  const scripts = join(work, "site-packages", "bin");
+  for (const name of existsSync(scripts) ? (await readdir(scripts)).sort() : []) {
+    const body = await readFile(join(scripts, name), "utf8");
+    // pip wrote the build host's interpreter into the shebang: the image runs its own.
+    await writeFile(join(work, "bin", name), body.replace(/^#!.*\n/, "#!/usr/bin/python3\n"));
+    await chmod(join(work, "bin", name), 0o755);
+  }
+  await rm(scripts, { recursive: true, force: true });
+  await writeFile(join(work, ".complete"), `${requirementsFile}\n`);
+  await rm(dir, { recursive: true, force: true });
+  await rename(work, dir);
+  return tree;
+}
