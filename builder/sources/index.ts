@@ -7,6 +7,7 @@ import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
 import { ensureGoModBinary, type ArtifactResult, type SourceContext } from "./gomod.js";
 import { Artifacts, targetsOf, type ArtifactTarget, type Profile } from "./schema.js";
+import { ensureGoSrcBinary } from "./gosrc.js";
 import { ensureUrlFile, type DownloadOptions } from "./url.js";
 
 export type { ArtifactResult } from "./gomod.js";
@@ -63,7 +64,7 @@ async function wrapperBase(lockPath: string, artifacts: Artifacts): Promise<stri
 function checkUniqueBinaries(artifacts: Artifacts, lockPath: string): void {
   const seen = new Map<string, string>();
   for (const [entryName, entry] of Object.entries(artifacts)) {
-    const names = entry.source === "gomod" ? Object.keys(entry.binaries) : [entryName];
+    const names = entry.source === "url" ? [entryName] : Object.keys(entry.binaries);
     for (const name of names) {
       const key = `${entry.profile}/${name}`;
       const other = seen.get(key);
@@ -120,7 +121,9 @@ export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<Artifac
   };
   const results: ArtifactResult[] = [];
   for (const target of targets) {
-    results.push(target.source === "gomod" ? await ensureGoModBinary(target.name, target.entry, target.package, ctx) : await ensureUrlFile(target.name, target.entry, ctx, opts));
+    if (target.source === "gomod") results.push(await ensureGoModBinary(target.name, target.entry, target.package, ctx));
+    else if (target.source === "gosrc") results.push(await ensureGoSrcBinary(target.name, target.entryName, target.entry, target.package, ctx, opts));
+    else results.push(await ensureUrlFile(target.name, target.entry, ctx, opts));
   }
   return results;
 }

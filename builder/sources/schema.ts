@@ -55,7 +55,29 @@ export const UrlArtifact = z
   .strict();
 export type UrlArtifact = z.infer<typeof UrlArtifact>;
 
-export const ArtifactEntry = z.discriminatedUnion("source", [GoModArtifact, UrlArtifact]);
+/**
+ * A Go program built from a source archive (a release tarball with one top directory),
+ * for modules the Go module proxy refuses: the archive is pinned and fetched like a url
+ * entry; `mod: vendor` builds from its vendor/ directory, `mod: mod` fetches its
+ * dependencies from the proxy, verified against the archive's own go.sum.
+ */
+export const GoSrcArtifact = z
+  .object({
+    source: z.literal("gosrc"),
+    url: z.string().url(),
+    sha256: Sha256,
+    version: z.string().min(1),
+    size: z.number().int().nonnegative().optional(),
+    mod: z.enum(["vendor", "mod"]),
+    /** Binary name -> main package, relative to the archive's top directory (e.g. '.' or './cmd/crictl'). */
+    binaries: z.record(Name, z.string().regex(/^\.(\/[A-Za-z0-9._-]+)*$/, "a package path inside the archive, such as './cmd/x'")).refine((b) => Object.keys(b).length > 0, "at least one binary"),
+    ldflags: z.array(z.string()).default([]),
+    profile: Profile.default("default"),
+  })
+  .strict();
+export type GoSrcArtifact = z.infer<typeof GoSrcArtifact>;
+
+export const ArtifactEntry = z.discriminatedUnion("source", [GoModArtifact, UrlArtifact, GoSrcArtifact]);
 export type ArtifactEntry = z.infer<typeof ArtifactEntry>;
 
 export const Artifacts = z.record(Name, ArtifactEntry);
@@ -64,7 +86,8 @@ export type Artifacts = z.infer<typeof Artifacts>;
 /** One binary to produce: what `fetch` and the test harness work with. */
 export type ArtifactTarget =
   | { name: string; entryName: string; source: "gomod"; entry: GoModArtifact; package: string }
-  | { name: string; entryName: string; source: "url"; entry: UrlArtifact };
+  | { name: string; entryName: string; source: "url"; entry: UrlArtifact }
+  | { name: string; entryName: string; source: "gosrc"; entry: GoSrcArtifact; package: string };
 
 /**
  * The binaries a profile provides. Every entry of the `default` profile counts; an
@@ -76,6 +99,8 @@ export function targetsOf(artifacts: Artifacts, profile: Profile = "default"): A
   const add = (entryName: string, entry: ArtifactEntry) => {
     if (entry.source === "gomod") {
       for (const [name, pkg] of Object.entries(entry.binaries)) byName.set(name, { name, entryName, source: "gomod", entry, package: pkg });
+    } else if (entry.source === "gosrc") {
+      for (const [name, pkg] of Object.entries(entry.binaries)) byName.set(name, { name, entryName, source: "gosrc", entry, package: pkg });
     } else {
       byName.set(entryName, { name: entryName, entryName, source: "url", entry });
     }
