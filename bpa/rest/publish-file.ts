@@ -7,6 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
 import { RequestError } from "./kinds.js";
 import type { Store, UploadRecord } from "./store.js";
@@ -39,7 +40,8 @@ export async function publishFile(store: Store, record: UploadRecord, source: st
 /**
  * The file and its checksum file, each renamed into place: the checksum is written under a
  * dot-name (which the file server does not serve) first, the file renamed, then the
- * checksum. A failed rename leaves the published pair as it was.
+ * checksum. A failed rename leaves the published pair as it was. Both are flushed to disk
+ * before they are renamed, and the directory after, so "published" survives a power cut.
  */
 async function placePair(source: string, target: string, checksumTarget: string, checksumLine: string): Promise<void> {
   await mkdir(dirname(target), { recursive: true, mode: 0o755 });
@@ -47,8 +49,11 @@ async function placePair(source: string, target: string, checksumTarget: string,
   await writeFile(pending, checksumLine, { mode: 0o644 });
   try {
     await chmod(source, 0o644);
+    await syncFile(source);
+    await syncFile(pending);
     await rename(source, target);
     await rename(pending, checksumTarget);
+    await syncDir(dirname(target));
   } finally {
     await rm(pending, { force: true });
   }

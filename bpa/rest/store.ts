@@ -14,6 +14,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, statfs, writeFile } from "node:fs/promises";
+import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { Kind } from "./kinds.js";
@@ -104,13 +105,15 @@ export class Store {
   }
 }
 
-/** Writes a file under a temporary name beside it, then renames it into place. */
+/** Writes a file under a temporary name beside it, flushed, then renames it into place (durably). */
 export async function writeAtomically(path: string, data: string | Buffer, mode = 0o644): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o755 });
   const tmp = join(dirname(path), `.tmp-${randomBytes(6).toString("hex")}`);
   try {
     await writeFile(tmp, data, { mode });
+    await syncFile(tmp);
     await rename(tmp, path);
+    await syncDir(dirname(path));
   } catch (error) {
     await rm(tmp, { force: true });
     throw error;
