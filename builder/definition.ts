@@ -89,7 +89,7 @@ export const ApplianceDefinition = z
       .default({}),
     /** kubespray for the application clusters: its release tarball (lock file: artifacts.kubespray) and the runner image. */
     kubespray: z
-      .object({ enabled: z.boolean().default(false) })
+      .object({ enabled: z.boolean().default(true) })
       .strict()
       .default({}),
     outputs: z

@@ -25,6 +25,12 @@ export function groupVars(config: BpaConfig): Record<string, unknown> {
     storage_googleapis_url: "{{ files_repo }}/storage.googleapis.com",
     get_helm_url: "{{ files_repo }}/get.helm.sh",
     containerd_registries_mirrors: config.containerdMirrors,
+    // The cluster profile the appliance serves everything for (builder/kubespray/pins.ts
+    // pins the versions): flannel as the network plugin, CoreDNS without the node-local
+    // cache and the autoscaler (their images are not built here).
+    kube_network_plugin: "flannel",
+    enable_nodelocaldns: false,
+    enable_dns_autoscaler: false,
     // How the runner logs in.
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,

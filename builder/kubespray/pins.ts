@@ -15,10 +15,21 @@ export interface ServedFile {
   sha256: string;
 }
 
+/** A release archive the file server has for the compute nodes (builder/stages/files.ts). */
+export interface ServedArchive {
+  entry: string;
+  path: string;
+  sha256: string;
+  version: string;
+  versionVar: string;
+  checksumsVar: string;
+}
+
 export interface PinInputs {
   /** The Kubernetes version the files and images are for, e.g. v1.35.4. */
   kubernetesVersion: string;
   files: ServedFile[];
+  archives?: ServedArchive[];
   /** Every image reference the registry serves. */
   images: string[];
   arch?: string;
@@ -44,6 +55,17 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   const etcdTag = tagOf(inputs.images, "registry.k8s.io/etcd", "etcd");
   const coredns = tagOf(inputs.images, "registry.k8s.io/coredns/coredns", "cluster DNS");
   const pause = tagOf(inputs.images, "registry.k8s.io/pause", "the pod sandbox");
+  const archives: Record<string, unknown> = {};
+  for (const a of inputs.archives ?? []) {
+    archives[a.versionVar] = a.version;
+    archives[a.checksumsVar] = { [arch]: { [a.version]: `sha256:${a.sha256}` } };
+  }
+  // The network plugin's images, when the registry has them: their tags are kubespray's versions.
+  const images: Record<string, unknown> = {};
+  const flannel = inputs.images.find((r) => r.startsWith("docker.io/flannel/flannel:"));
+  const flannelCni = inputs.images.find((r) => r.startsWith("docker.io/flannel/flannel-cni-plugin:"));
+  if (flannel) images.flannel_version = flannel.split(":")[1]!.replace(/^v/, "");
+  if (flannelCni) images.flannel_cni_version = flannelCni.split(":")[1]!.replace(/^v/, "");
   return {
     kube_version: version,
     ...checksums,
@@ -54,6 +76,8 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
     etcd_image_tag: etcdTag,
     coredns_version: coredns.replace(/^v/, ""),
     pod_infra_version: pause,
+    ...archives,
+    ...images,
   };
 }
 

@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import { cacheRoot, ContentStore, normalizeDigest, sha256Text, tempSibling } from "../cache.js";
+import { offlineLdflags } from "../kubespray/components.js";
 import { UserError } from "../errors.js";
 import { formatBytes, formatSeconds } from "../log.js";
 import { checkGoVersion, goDirective, goToolchain, requiredVersion, runGo, type GoToolchain } from "./go.js";
@@ -9,7 +10,7 @@ import type { GoModArtifact } from "./schema.js";
 /** What ensuring one artifact produced. */
 export interface ArtifactResult {
   name: string;
-  source: "gomod" | "url";
+  source: "gomod" | "url" | "gosrc";
   version: string;
   /** Verified path inside the content store. */
   path: string;
@@ -55,10 +56,12 @@ export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): {
     }
     return { tags: ["selinux", "notest", "grpcnotrace"], ldflags };
   }
+  const versioned = offlineLdflags(entry.module, entry.version);
+  if (versioned) return { tags: entry.module === "github.com/containerd/containerd/v2" ? ["no_btrfs"] : [], ldflags: [...ldflags, ...versioned] };
   return { tags: [], ldflags };
 }
 
-interface IndexRecord {
+export interface IndexRecord {
   name: string;
   sha256: string;
   size: number;
@@ -68,7 +71,7 @@ interface IndexRecord {
 }
 
 let toolchainPromise: Promise<GoToolchain> | undefined;
-function toolchainOnce(env?: Record<string, string | undefined>): Promise<GoToolchain> {
+export function toolchainOnce(env?: Record<string, string | undefined>): Promise<GoToolchain> {
   if (env) return goToolchain({ env });
   toolchainPromise ??= goToolchain().catch((error) => {
     toolchainPromise = undefined;
@@ -179,7 +182,7 @@ export async function ensureGoModBinary(name: string, entry: GoModArtifact, pkg:
   }
 }
 
-async function readIndex(path: string): Promise<IndexRecord | undefined> {
+export async function readIndex(path: string): Promise<IndexRecord | undefined> {
   try {
     const record = JSON.parse(await readFile(path, "utf8")) as IndexRecord;
     normalizeDigest(record.sha256);
@@ -189,7 +192,7 @@ async function readIndex(path: string): Promise<IndexRecord | undefined> {
   }
 }
 
-async function writeIndex(path: string, record: IndexRecord): Promise<void> {
+export async function writeIndex(path: string, record: IndexRecord): Promise<void> {
   await mkdir(resolve(path, ".."), { recursive: true });
   const temp = tempSibling(path);
   await writeFile(temp, JSON.stringify(record, null, 2));

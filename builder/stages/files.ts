@@ -13,13 +13,15 @@
  * With kubespray it also writes KUBESPRAY_PINS (builder/kubespray/pins.ts): the
  * versions and sha256 of what the appliance serves, for the runner image.
  */
-import { copyFile, link, mkdir, writeFile } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { chmod, copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
-import { kubesprayPins, renderPins, type ServedFile } from "../kubespray/pins.js";
+import { OFFLINE_ARCHIVES } from "../kubespray/components.js";
+import { kubesprayPins, renderPins, type ServedArchive, type ServedFile } from "../kubespray/pins.js";
 import type { LockFile } from "../lockfile.js";
 import { artifactPaths, ensureArtifacts } from "../sources/index.js";
-import type { Stage } from "../stage.js";
+import type { Stage, StageRun } from "../stage.js";
 
 export const FILES_ROOT = "srv/icn-bootstrap/files";
 /** files_repo, relative to the file server's root. */
@@ -32,6 +34,9 @@ export const FILES_JSON = "files.json";
 export const KUBESPRAY_PINS = "kubespray-pins.yml";
 
 const KUBE_BINARIES = ["kubeadm", "kubelet", "kubectl"] as const;
+
+/** The binaries the release archives for the compute nodes are made of (builder/kubespray/components.ts). */
+const archiveBinaries = () => OFFLINE_ARCHIVES.flatMap((a) => Object.values(a.members ?? {}));
 
 export interface FilesDeps {
   lock: LockFile;
@@ -51,11 +56,11 @@ async function linkOrCopy(source: string, target: string): Promise<void> {
 
 export const filesStage: Stage<FilesDeps> = {
   name: "files",
-  sources: [import.meta.filename, join(import.meta.dirname, "../kubespray/pins.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../kubespray/pins.ts"), join(import.meta.dirname, "../kubespray/components.ts")],
   async inputs({ lock, lockPath, kubespray, images }) {
     const k8s = lock.artifacts.kubernetes;
     if (!k8s || k8s.source !== "gomod") throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
-    const results = await ensureArtifacts({ lockPath, only: [...KUBE_BINARIES, ...(kubespray ? ["kubespray"] : [])] });
+    const results = await ensureArtifacts({ lockPath, only: [...KUBE_BINARIES, ...(kubespray ? ["kubespray", ...archiveBinaries()] : [])] });
     return { version: k8s.version, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [] };
   },
   async build(run, { lock, lockPath, kubespray, images }) {
@@ -90,7 +95,9 @@ export const filesStage: Stage<FilesDeps> = {
         }
       }
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
-      const pins = kubesprayPins({ kubernetesVersion: version, files: manifest.filter((f) => (KUBE_BINARIES as readonly string[]).includes(f.from.slice("artifact:".length))).map((f) => ({ name: f.from.slice("artifact:".length) as ServedFile["name"], sha256: f.sha256 })), images });
+      const archives = await writeArchives(run, repo, lock, lockPath);
+      for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}` });
+      const pins = kubesprayPins({ archives, kubernetesVersion: version, files: manifest.filter((f) => (KUBE_BINARIES as readonly string[]).includes(f.from.slice("artifact:".length))).map((f) => ({ name: f.from.slice("artifact:".length) as ServedFile["name"], sha256: f.sha256 })), images });
       await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
       run.log(`kubespray pins: Kubernetes ${pins.kube_version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
     }
@@ -98,3 +105,35 @@ export const filesStage: Stage<FilesDeps> = {
     run.log(`${manifest.length} files under files_repo (/${FILES_REPO_PATH})`);
   },
 };
+
+/**
+ * The compute nodes' release archives in their upstream layout (members at the paths
+ * the upstream archive has them), reproducible: sorted, owner 0, mtime 0, gzip -n.
+ */
+async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPath: string): Promise<ServedArchive[]> {
+  const paths = await artifactPaths(archiveBinaries(), { lockPath });
+  const served: ServedArchive[] = [];
+  for (const archive of OFFLINE_ARCHIVES) {
+    const entry = lock.artifacts[archive.entry];
+    if (!entry || entry.source !== "gomod") throw new UserError(`${lockPath}: artifacts.${archive.entry} is not pinned`, "run 'icn-bootstrap lock-artifacts' (it pins the compute nodes' components with Kubernetes)");
+    const version = entry.version.replace(/^v/, "");
+    const path = archive.path(version);
+    const target = join(repo, path);
+    const staging = join(run.out, "archive-staging", archive.entry);
+    await mkdir(dirname(target), { recursive: true });
+    for (const [member, binary] of Object.entries(archive.members ?? {})) {
+      await mkdir(dirname(join(staging, member)), { recursive: true });
+      await copyFile(paths[binary]!, join(staging, member));
+      await chmod(join(staging, member), 0o755);
+    }
+    const members = Object.keys(archive.members ?? {}).sort();
+    await run.exec("sh", ["-c", 'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"', "tar", staging, ...members], { env: { TARGET: target } });
+    await rm(staging, { recursive: true, force: true });
+    const sha256 = await sha256File(target);
+    await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
+    served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar });
+    run.log(`${path} (${members.length} file${members.length === 1 ? "" : "s"}, sha256 ${sha256.slice(0, 12)})`);
+  }
+  await rm(join(run.out, "archive-staging"), { recursive: true, force: true });
+  return served;
+}

@@ -7,7 +7,8 @@ read-only 0400) into a private work directory; put the registry's site CA
 ($BPA_REGISTRY_CA) on every inventory host at $BPA_REGISTRY_CA_NODE_PATH (0644, root), where
 containerd's mirror configuration (offline.yml) expects it; run
 `ansible-playbook -i hosts.ini $BPA_PLAYBOOK` in the kubespray tree with
-kubeconfig_localhost=true, then take the admin kubeconfig kubespray
+kubeconfig_localhost=true and the appliance's kubespray pins as extra vars
+(-e @$BPA_KUBESPRAY_PINS: the versions and sha256 of what the appliance serves), then take the admin kubeconfig kubespray
 fetched (artifacts/admin.conf), point its server at the first control-plane host and
 PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
 $BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
@@ -16,7 +17,8 @@ succeeded and the kubeconfig was written.
 agent (the agent pods): stays up and idle until stopped (scale.yml and upgrades are
 future work, DESIGN.md "Later").
 
-Only the standard library: the image has Debian's python3 and ansible-core.
+Only the standard library: the image has Debian's python3 and kubespray's pinned
+Python requirements (ansible, ansible-core, ...).
 """
 import base64
 import json
@@ -177,6 +179,16 @@ def put_registry_ca_playbook(work, ca_file, node_path):
     return path
 
 
+def pins_args():
+    """-e @pins: kubespray's version and checksum tables are role vars, which only extra vars override."""
+    pins = env("BPA_KUBESPRAY_PINS")
+    if not pins:
+        return []
+    if not os.path.isfile(pins):
+        fail(f"the kubespray pins {pins} are missing (BPA_KUBESPRAY_PINS); the runner image's build writes them: nothing was run")
+    return ["-e", f"@{pins}"]
+
+
 def run_playbook(hosts_ini, playbook, private_key, kubespray, extra=()):
     """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key copy."""
     command = ["ansible-playbook", "-i", hosts_ini, playbook, "-e", f"ansible_ssh_private_key_file={private_key}", *extra]
@@ -196,6 +208,7 @@ def install():
     if not os.path.isfile(os.path.join(kubespray, playbook)):
         fail(f"playbook {playbook} is not in the kubespray tree {kubespray} (BPA_PLAYBOOK, BPA_KUBESPRAY_DIR)")
     registry_ca = registry_ca_file(inventory)
+    pins = pins_args()
     ca_node_path = env("BPA_REGISTRY_CA_NODE_PATH", DEFAULT_REGISTRY_CA_NODE_PATH)
     if not os.path.isabs(ca_node_path):
         fail(f"BPA_REGISTRY_CA_NODE_PATH {ca_node_path} is not an absolute path (registryCA.nodePath of the BPA configuration)")
@@ -217,7 +230,7 @@ def install():
     if code != 0:
         fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}); {playbook} was not run", code)
     artifacts = os.path.join(work, "artifacts")
-    code = run_playbook(hosts_ini, playbook, private_key, kubespray, ["-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
+    code = run_playbook(hosts_ini, playbook, private_key, kubespray, [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
     if code != 0:
         fail(f"ansible-playbook {playbook} failed (exit code {code})", code)
     admin_conf = os.path.join(artifacts, "admin.conf")

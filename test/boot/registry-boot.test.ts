@@ -107,9 +107,9 @@ describe("the booted appliance's registry", () => {
   });
 
   it("serves anonymous pulls over TLS that verify with that CA, and nothing without it", async () => {
-    const inspect = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
-    expect(inspect.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
-    const untrusted = await skopeo(["inspect", "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
+    const inspect = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`]);
+    expect(inspect.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.1"));
+    const untrusted = await skopeo(["inspect", "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`]);
     expect(untrusted.ok).toBe(false);
     expect(untrusted.output).toMatch(/x509: certificate signed by unknown authority/);
   });
@@ -121,44 +121,44 @@ describe("the booted appliance's registry", () => {
   });
 
   it("refuses anonymous pushes and wrong credentials (401), writing nothing", async () => {
-    const anonymous = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/intruder/etcd:1`]);
+    const anonymous = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/intruder/etcd:1`]);
     expect(anonymous.ok).toBe(false);
     expect(anonymous.output).toMatch(/unauthorized|authentication required/);
-    const wrong = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", "icn-push:not-the-password", `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/pause:3.10.2`]);
+    const wrong = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", "icn-push:not-the-password", `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/pause:3.10.1`]);
     expect(wrong.ok).toBe(false);
     expect(wrong.output).toMatch(/unauthorized|authentication required/);
     const intruder = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/intruder/etcd:1`]);
     expect(intruder.ok).toBe(false);
     expect((await first.ssh("ls /var/lib/docker-registry/docker/registry/v2/repositories/")).split(/\s+/)).not.toContain("intruder");
-    expect((await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`])).output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
+    expect((await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`])).output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.1"));
   });
 
   it("takes authenticated pushes of a new repository and a new tag, and they are pullable", async () => {
     password = (await first.ssh("cat /etc/icn-bootstrap/pki/registry-push.password")).trim();
     expect(password).toMatch(/^[0-9a-f]{48}$/);
     const creds = `icn-push:${password}`;
-    const repo = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/site/etcd:mine`]);
+    const repo = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/site/etcd:mine`]);
     expect(repo.ok, repo.output).toBe(true);
-    const tag = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.7.0-0`, `docker://${first.registry}/pause:site-tag`]);
+    const tag = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/pause:site-tag`]);
     expect(tag.ok, tag.output).toBe(true);
     for (const ref of ["site/etcd:mine", "pause:site-tag"]) {
       const pulled = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/${ref}`]);
-      expect(pulled.output.trim(), ref).toBe(pinned("registry.k8s.io/etcd:3.7.0-0"));
+      expect(pulled.output.trim(), ref).toBe(pinned("registry.k8s.io/etcd:3.6.6-0"));
     }
   });
 
   it("refuses, even with credentials, a push that would change a tag the appliance shipped (403 naming it and its digest)", async () => {
-    const swap = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", `icn-push:${password}`, `docker://${first.registry}/coredns/coredns:v1.14.6`, `docker://${first.registry}/pause:3.10.2`]);
+    const swap = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", `icn-push:${password}`, `docker://${first.registry}/coredns/coredns:v1.13.1`, `docker://${first.registry}/pause:3.10.1`]);
     expect(swap.ok).toBe(false);
-    expect(swap.output).toContain(`denied: pause:3.10.2 is shipped with this appliance at ${pinned("registry.k8s.io/pause:3.10.2")}`);
-    const after = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.2`]);
-    expect(after.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.2"));
+    expect(swap.output).toContain(`denied: pause:3.10.1 is shipped with this appliance at ${pinned("registry.k8s.io/pause:3.10.1")}`);
+    const after = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`]);
+    expect(after.output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.1"));
     // The refused manifest leaves no unfinished upload behind (the blobs it needed were all there).
     expect((await first.ssh("find /var/lib/docker-registry -path '*/_uploads/*' | wc -l")).trim()).toBe("0");
   });
 
   it("still serves the files on port 8080, read-only", async () => {
-    const sha = await fetch(`${first.files}/kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubeadm.sha256`);
+    const sha = await fetch(`${first.files}/kubespray/dl.k8s.io/release/v1.35.4/bin/linux/amd64/kubeadm.sha256`);
     expect(sha.status).toBe(200);
     expect((await sha.text()).trim()).toMatch(/^[0-9a-f]{64}$/);
     expect((await fetch(`${first.files}/kubespray/x`, { method: "PUT", body: "x" })).status).toBeGreaterThanOrEqual(400);
@@ -175,7 +175,7 @@ describe("the booted appliance's registry", () => {
     // The appliance's own containerd pulls from nginx's loopback door: plain HTTP, reads only.
     expect(listeners).toContain("tcp 127.0.0.1:5001");
     const loopbackDoor = await first.ssh(
-      "curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:5001/v2/pause/manifests/3.10.2 -H 'Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'; " +
+      "curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:5001/v2/pause/manifests/3.10.1 -H 'Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'; " +
         "curl -s -o /dev/null -w '%{http_code}' -u icn-push:$(cat /etc/icn-bootstrap/pki/registry-push.password) -X POST http://127.0.0.1:5001/v2/pause/blobs/uploads/",
     );
     expect(loopbackDoor.trim()).toBe("200 403");
@@ -193,7 +193,7 @@ describe("the booted appliance's registry", () => {
       expect(secondPassword).toMatch(/^[0-9a-f]{48}$/);
       expect(secondPassword).not.toBe(password);
       // The first machine's CA does not vouch for the second one.
-      const crossed = await skopeo(["inspect", "--cert-dir", certs, `docker://${second.registry}/pause:3.10.2`]);
+      const crossed = await skopeo(["inspect", "--cert-dir", certs, `docker://${second.registry}/pause:3.10.1`]);
       expect(crossed.ok).toBe(false);
     } finally {
       await second.vm.stop?.();

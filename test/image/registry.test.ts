@@ -152,14 +152,14 @@ describe("the appliance's registry, file server and containerd configuration", (
   it("makes every seeded tag immutable: one nginx rule per tag, with its pinned digest", async () => {
     const rules = await debugfs(root, "cat /etc/nginx/icn-registry-seeded.conf");
     const seed = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
-    const pause = seed.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.2")!;
-    expect(rules).toContain(`"PUT /v2/pause/manifests/3.10.2" "pause:3.10.2 is shipped with this appliance at ${pause.digest}";`);
+    const pause = seed.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.1")!;
+    expect(rules).toContain(`"PUT /v2/pause/manifests/3.10.1" "pause:3.10.1 is shipped with this appliance at ${pause.digest}";`);
     expect(rules).toContain(`"PUT /v2/icn/bpa/manifests/latest"`);
   });
 
-  it("serves the offline files at files_repo: kubeadm, kubelet, kubectl for v1.37.1 with their sha256", async () => {
+  it("serves the offline files at files_repo: kubeadm, kubelet, kubectl for v1.35.4 with their sha256", async () => {
     for (const name of ["kubeadm", "kubelet", "kubectl"]) {
-      const path = `/srv/icn-bootstrap/files/kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/${name}`;
+      const path = `/srv/icn-bootstrap/files/kubespray/dl.k8s.io/release/v1.35.4/bin/linux/amd64/${name}`;
       const info = await statInFs(root, path);
       expect(info?.type, path).toBe("regular");
       expect(info!.size).toBeGreaterThan(10 * 1024 * 1024);
@@ -187,7 +187,9 @@ describe("the appliance's registry, file server and containerd configuration", (
       expect((await stat(join(dir, "containerd"))).size).toBeGreaterThan(1024 * 1024);
       await execa("chmod", ["+x", join(dir, "containerd")]);
       const { stdout } = await execa(join(dir, "containerd"), ["--config", join(dir, "config.toml"), "config", "dump"]);
-      expect(stdout).toMatch(/sandbox_image = "registry\.k8s\.io\/pause:3\.10\.2"/);
+      // The pause image the registry is seeded with (what kubeadm of the pinned version expects).
+      const pause = expected.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!;
+      expect(stdout).toContain(`sandbox_image = "${pause.ref}"`);
       expect(stdout).toMatch(/SystemdCgroup = true/);
       expect(stdout).toMatch(/config_path = "\/etc\/containerd\/certs\.d"/);
       expect(stdout).toMatch(/bin_dir = "\/usr\/lib\/cni"/);

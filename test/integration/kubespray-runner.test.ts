@@ -51,6 +51,8 @@ let kubesprayTree: string;
 let filesRoot: string;
 let seededStorage: string;
 let kubeadmSha256: string;
+let kubernetesVersion: string;
+let pauseRef: string;
 /** The site CA and the registry behind TLS (host:port), as compute nodes reach the appliance's. */
 let siteCA: TestCA;
 let registryTls: string;
@@ -95,11 +97,13 @@ beforeAll(async () => {
   const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true });
   const { runStage } = await import("../../builder/stage.js");
   const { filesStage } = await import("../../builder/stages/files.js");
-  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true }, stagesDir());
+  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection.images.map((i) => i.ref) }, stagesDir());
   kubesprayTree = join(files.dir, KUBESPRAY_TREE);
   filesRoot = join(files.dir, "tree", FILES_ROOT);
   seededStorage = join(content.registry!.dir, "tree", REGISTRY_STORAGE);
-  kubeadmSha256 = (await readFile(join(filesRoot, "kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubeadm.sha256"), "utf8")).trim();
+  kubernetesVersion = ((await loadLock(lockPath)).artifacts.kubernetes as { version: string }).version;
+  pauseRef = content.selection.images.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!.ref;
+  kubeadmSha256 = (await readFile(join(filesRoot, `kubespray/dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm.sha256`), "utf8")).trim();
 
   // The test host: a network namespace joined to this one by a veth pair.
   await cleanupNetwork();
@@ -180,38 +184,6 @@ afterAll(async () => {
   await execa("rm", ["-rf", work], { reject: false });
 });
 
-describe("the kubespray runner image", () => {
-  it("builds from its recipe with the (stand-in) kubespray tree at /kubespray and the entrypoint of the contract", async () => {
-    const { loadSeedLists, selectImages } = await import("../../builder/images/seed.js");
-    const { planImages } = await import("../../builder/images/plan.js");
-    const { imagesStage, IMAGES_JSON } = await import("../../builder/stages/images.js");
-    const { imageBaseStage } = await import("../../builder/stages/image-debian.js");
-    const { debianSource } = await import("../../builder/images/pipeline.js");
-    const { runStage } = await import("../../builder/stage.js");
-    const lock = await loadLock(DEFAULT_LOCK);
-    const listed = await loadSeedLists([join(REPO, "registry-seed/bootstrap.yaml")]);
-    // The committed list cannot pin the runner for the real kubespray: build it unpinned (what lock-images does).
-    const runner = selectImages(listed, { profile: "default", kubespray: true, allowUnpinned: true }).images.filter((i) => i.recipe === "kubespray-runner");
-    expect(runner.map((r) => r.ref)).toEqual(["bootstrap.icn:5000/icn/kubespray-runner:v2.31.0"]);
-    const plan = await planImages(runner, { kubesprayTree });
-    const base = await runStage(imageBaseStage, { debian: debianSource(lock), set: lock.images!.debian.base }, stagesDir());
-    const built = await runStage(imagesStage, { plan, base, record: true }, join(work, "stages"));
-    const [image] = JSON.parse(await readFile(join(built.dir, IMAGES_JSON), "utf8")) as { digest: string; layers: { digest: string }[] }[];
-    expect(image!.layers).toHaveLength(2); // the shared Debian base + kubespray and the entrypoint
-    const blob = (d: string) => join(built.dir, "oci/blobs/sha256", d.replace("sha256:", ""));
-    const manifest = JSON.parse(await readFile(blob(image!.digest), "utf8"));
-    const config = JSON.parse(await readFile(blob(manifest.config.digest), "utf8"));
-    expect(config.config.Entrypoint).toEqual(["/usr/local/bin/bpa-runner"]);
-    expect(config.config.Cmd).toEqual(["install"]);
-    expect(config.config.WorkingDir).toBe("/kubespray");
-    const listing = (await execa("tar", ["-tzvf", blob(image!.layers[1]!.digest)])).stdout;
-    expect(listing).toMatch(/-rwxr-xr-x 0\/0 .* usr\/local\/bin\/bpa-runner/);
-    for (const entry of ["kubespray/cluster.yml", "kubespray/scale.yml", "kubespray/upgrade-cluster.yml", "kubespray/inventory/sample/", "kubespray/README.md"]) expect(listing).toContain(entry);
-    const baseListing = (await execa("sh", ["-c", `tar -tzf ${blob(image!.layers[0]!.digest)} | grep -E '^usr/bin/(ansible-playbook|ssh|python3)$'`])).stdout.split("\n").sort();
-    expect(baseListing).toEqual(["usr/bin/ansible-playbook", "usr/bin/python3", "usr/bin/ssh"]);
-  }, 10 * 60_000);
-});
-
 describe("the kubespray runner against a test host in a network namespace", () => {
   it("runs the stand-in cluster.yml over SSH (registry pull + file fetch on the node) and hands the kubeconfig back into the Secret", async () => {
     // The Kubernetes side of the contract: the empty Secret, and a ServiceAccount that may only touch it.
@@ -255,7 +227,7 @@ describe("the kubespray runner against a test host in a network namespace", () =
     const nodeDir = join(work, "node");
     await writeFile(
       join(inventory, "group_vars/all/offline.yml"),
-      yaml.dump({ ...vars, kube_version: "1.37.1", pod_infra_version: "3.10.2", kubeadm_sha256: kubeadmSha256, standin_node_dir: nodeDir }),
+      yaml.dump({ ...vars, kube_version: kubernetesVersion.replace(/^v/, ""), pod_infra_version: pauseRef.split(":")[1], kubeadm_sha256: kubeadmSha256, standin_node_dir: nodeDir }),
     );
 
     const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
@@ -297,7 +269,7 @@ describe("the kubespray runner against a test host in a network namespace", () =
 
     // On the node: the image pulled by digest from the seeded registry, and kubeadm from the file server.
     const seeded = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest: string }[] };
-    const pause = seeded.images.find((i) => i.ref === "registry.k8s.io/pause:3.10.2")!;
+    const pause = seeded.images.find((i) => i.ref === pauseRef)!;
     expect((await readFile(join(nodeDir, "pause.digest"), "utf8")).trim()).toBe(pause.digest);
     expect(createHash("sha256").update(await readFile(join(nodeDir, "kubeadm"))).digest("hex")).toBe(kubeadmSha256);
 
@@ -350,5 +322,21 @@ describe("the kubespray runner against a test host in a network namespace", () =
     });
     expect(bad.exitCode).toBe(1);
     expect(bad.all).toContain(`the registry's site CA ${join(inventory, "registry-ca.crt")} holds no PEM certificate`);
+  }, 60_000);
+
+  it("refuses to start when the kubespray pins it is told to pass are missing, running nothing", async () => {
+    const inventory = join(work, "inventory-no-pins");
+    await mkdir(inventory, { recursive: true });
+    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP}\n[kube_control_plane]\nnode1\n`);
+    await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
+    const pins = join(work, "no-such-pins.yml");
+    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+      reject: false,
+      all: true,
+      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, BPA_KUBESPRAY_PINS: pins },
+    });
+    expect(result.exitCode).toBe(1);
+    expect(result.all).toContain(`bpa-runner: error: the kubespray pins ${pins} are missing (BPA_KUBESPRAY_PINS)`);
+    expect(result.all).not.toContain("PLAY");
   }, 60_000);
 });

@@ -1,0 +1,101 @@
+/**
+ * What the compute nodes download through kubespray, built here from Go modules: the
+ * lock groups (`icn-bootstrap lock-artifacts` pins them beside Kubernetes), the release
+ * archives the files stage lays out where kubespray's `*_download_url` expect them, and
+ * the kubespray variables that pin kubespray to them (builder/kubespray/pins.ts).
+ *
+ * Versions are the ones kubespray v2.31.0 installs with Kubernetes 1.35, except where the
+ * Go module proxy refuses that version (crictl 1.35.0): then the nearest served one, and
+ * the pins make kubespray use it. Not here yet: nerdctl (v2.x binaries import its own
+ * mod/tigron test module, which no proxy serves), runc and flanneld (both need cgo: to be
+ * built with the pinned Debian toolchain, as pause is, not the build host's gcc).
+ */
+import type { GroupSpec } from "../sources/lock.js";
+
+export interface OfflineArchive {
+  /** Lock entry (go/<name>/) and kubespray's download name. */
+  entry: string;
+  /** The file under files_repo, for a version without its leading v. */
+  path: (version: string) => string;
+  /** Members: path in the archive -> artifact (binary) name. Absent: the binary itself, not an archive. */
+  members?: Record<string, string>;
+  binary?: string;
+  /** kubespray's version variable and checksum table. */
+  versionVar: string;
+  checksumsVar: string;
+}
+
+export const OFFLINE_GROUPS: GroupSpec[] = [
+  {
+    name: "containerd",
+    module: "github.com/containerd/containerd/v2",
+    version: "v2.2.3",
+    binaries: {
+      containerd: "github.com/containerd/containerd/v2/cmd/containerd",
+      "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+      ctr: "github.com/containerd/containerd/v2/cmd/ctr",
+    },
+    note: "what kubespray v2.31.0 installs on the compute nodes",
+  },
+  {
+    name: "cni-plugins",
+    module: "github.com/containernetworking/plugins",
+    version: "v1.9.1",
+    binaries: Object.fromEntries(
+      [
+        ["bridge", "main"], ["host-device", "main"], ["ipvlan", "main"], ["loopback", "main"], ["macvlan", "main"], ["ptp", "main"], ["vlan", "main"], ["dummy", "main"], ["tap", "main"],
+        ["dhcp", "ipam"], ["host-local", "ipam"], ["static", "ipam"],
+        ["bandwidth", "meta"], ["firewall", "meta"], ["portmap", "meta"], ["sbr", "meta"], ["tuning", "meta"], ["vrf", "meta"],
+      ].map(([name, kind]) => [`cni-${name}`, `github.com/containernetworking/plugins/plugins/${kind}/${name}`]),
+    ),
+    note: "what kubespray v2.31.0 installs on the compute nodes",
+  },
+  {
+    name: "crictl",
+    module: "sigs.k8s.io/cri-tools",
+    version: "v1.36.0",
+    binaries: { crictl: "sigs.k8s.io/cri-tools/cmd/crictl" },
+    note: "kubespray v2.31.0 asks for 1.35.0, which the Go module proxy refuses; 1.36.0 speaks the same CRI v1",
+  },
+];
+
+const CNI_PLUGINS = Object.keys(OFFLINE_GROUPS.find((g) => g.name === "cni-plugins")!.binaries);
+
+export const OFFLINE_ARCHIVES: OfflineArchive[] = [
+  {
+    entry: "containerd",
+    path: (v) => `github.com/containerd/containerd/releases/download/v${v}/containerd-${v}-linux-amd64.tar.gz`,
+    members: { "bin/containerd": "containerd", "bin/containerd-shim-runc-v2": "containerd-shim-runc-v2", "bin/ctr": "ctr" },
+    versionVar: "containerd_version",
+    checksumsVar: "containerd_archive_checksums",
+  },
+  {
+    entry: "cni-plugins",
+    path: (v) => `github.com/containernetworking/plugins/releases/download/v${v}/cni-plugins-linux-amd64-v${v}.tgz`,
+    members: Object.fromEntries(CNI_PLUGINS.map((b) => [`./${b.replace(/^cni-/, "")}`, b])),
+    versionVar: "cni_version",
+    checksumsVar: "cni_binary_checksums",
+  },
+  {
+    entry: "crictl",
+    path: (v) => `github.com/kubernetes-sigs/cri-tools/releases/download/v${v}/crictl-v${v}-linux-amd64.tar.gz`,
+    members: { crictl: "crictl" },
+    versionVar: "crictl_version",
+    checksumsVar: "crictl_checksums",
+  },
+];
+
+/** Version ldflags as each project's own release build sets them (`<tool> --version` tells the pinned version). */
+export function offlineLdflags(module: string, version: string): string[] | undefined {
+  const v = version;
+  switch (module) {
+    case "github.com/containerd/containerd/v2":
+      return [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"];
+    case "github.com/containernetworking/plugins":
+      return [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${v}`];
+    case "sigs.k8s.io/cri-tools":
+      return [`-X sigs.k8s.io/cri-tools/pkg/version.Version=${v}`];
+    default:
+      return undefined;
+  }
+}

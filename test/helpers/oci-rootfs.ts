@@ -1,0 +1,30 @@
+/**
+ * Unpacks a built image (the images stage's OCI layout and images.json) into a directory,
+ * layer by layer, so tests can run the image's own programs with bubblewrap: the same
+ * files, interpreter and libraries as in a pod, without a container runtime.
+ */
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { execa } from "execa";
+import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
+
+export async function unpackImage(imagesDir: string, ref: string, target: string): Promise<BuiltImage> {
+  const built = JSON.parse(await readFile(join(imagesDir, IMAGES_JSON), "utf8")) as BuiltImage[];
+  const image = built.find((i) => i.ref === ref);
+  if (!image) throw new Error(`${ref} is not among the built images (${built.map((i) => i.ref).join(", ")})`);
+  await mkdir(target, { recursive: true });
+  for (const layer of image.layers) {
+    // The project's layers have no whiteouts (each adds files to the base).
+    await execa("tar", ["-xzf", join(imagesDir, "oci/blobs/sha256", layer.digest.replace("sha256:", "")), "-C", target, "--no-same-owner"]);
+  }
+  return image;
+}
+
+/** Runs a program of an unpacked image: its root read-only, /tmp private, `binds` (host -> image path) as given. */
+export function inImage(root: string, command: string[], opts: { binds?: Record<string, string>; cwd?: string; env?: Record<string, string> } = {}) {
+  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
+  for (const [name, value] of Object.entries(opts.env ?? {})) args.push("--setenv", name, value);
+  for (const [host, inside] of Object.entries(opts.binds ?? {})) args.push("--bind", host, inside);
+  if (opts.cwd) args.push("--chdir", opts.cwd);
+  return execa("bwrap", [...args, ...command], { all: true, reject: false });
+}
