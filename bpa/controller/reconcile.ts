@@ -21,6 +21,7 @@ import type { BpaConfig } from "../config/config.js";
 import { renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
 import { KUBECONFIG_KEY } from "../jobs/contract.js";
+import { runnerFailure } from "../jobs/failure.js";
 import { installHash } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
 import {
@@ -253,7 +254,8 @@ export class Reconciler {
     }
     const logs = this.logsHint(namespace, job);
     if (state.state === "failed") {
-      const message = `install Job ${n.installJob} failed (${state.reason}${state.message ? `: ${state.message}` : ""}); ${logs}. To retry with the same spec, set the annotation ${ANNOTATION_RETRY} to a new value.`;
+      const cause = runnerFailure(this.jobPods(namespace, job));
+      const message = `install Job ${n.installJob} failed${cause ? `: ${cause}` : ""} (${state.reason}${state.message ? `: ${state.message}` : ""}); ${logs}. To retry with the same spec, set the annotation ${ANNOTATION_RETRY} to a new value.`;
       await this.writeStatus(p, "Failed", base, [
         { type: CONDITION.ready, status: "False", reason: "InstallFailed", message },
         assignedCondition,
@@ -388,10 +390,12 @@ export class Reconciler {
     }
   }
 
+  private jobPods(namespace: string, job: V1Job): V1Pod[] {
+    return this.caches.pods(namespace).filter((pod) => ownedBy(pod, job.metadata?.uid));
+  }
+
   private logsHint(namespace: string, job: V1Job): string {
-    const pods = this.caches
-      .pods(namespace)
-      .filter((pod) => ownedBy(pod, job.metadata?.uid))
+    const pods = this.jobPods(namespace, job)
       .map((pod) => pod.metadata!.name!)
       .sort();
     const name = job.metadata!.name!;

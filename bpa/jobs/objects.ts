@@ -187,6 +187,8 @@ export function installJob(p: Provisioning, config: BpaConfig, hash: string): V1
               args: ["install"],
               env: runnerEnv(p, config, "install", hash),
               volumeMounts: mounts,
+              // The runner writes the failed task there; without it, the log's tail.
+              terminationMessagePolicy: "FallbackToLogsOnError",
             },
           ],
           volumes,

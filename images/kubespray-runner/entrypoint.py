@@ -12,7 +12,9 @@ kubeconfig_localhost=true and the appliance's kubespray pins as extra vars
 fetched (artifacts/admin.conf), point its server at the first control-plane host and
 PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
 $BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
-succeeded and the kubeconfig was written.
+succeeded and the kubeconfig was written. On failure the first failed task, its host
+and its message go into the pod's termination message ($BPA_TERMINATION_LOG, default
+/dev/termination-log), which the BPA shows in the Provisioning's Failed condition.
 
 agent (the agent pods): stays up and idle until stopped (scale.yml and upgrades are
 future work, DESIGN.md "Later").
@@ -44,7 +46,18 @@ def log(message):
 
 def fail(message, code=1):
     print(f"bpa-runner: error: {message}", file=sys.stderr, flush=True)
+    write_termination_message(message)
     sys.exit(code)
+
+
+def write_termination_message(message):
+    """The pod's termination message (what the BPA puts in the Provisioning's Failed condition)."""
+    path = os.environ.get("BPA_TERMINATION_LOG", "/dev/termination-log")
+    try:
+        with open(path, "w") as f:
+            f.write(message[:3500])
+    except OSError:
+        pass  # not in a pod (a test, a shell): the message is on stderr anyway
 
 
 def env(name, default=None, required=False):
@@ -189,13 +202,69 @@ def pins_args():
     return ["-e", f"@{pins}"]
 
 
+class FailureWatch:
+    """Follows ansible-playbook's output (default callback) for the first task that failed: its name, host and message."""
+
+    TASK = re.compile(r"^TASK \[(.+)\] \*+")
+    FATAL = re.compile(r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*?\))?: (FAILED|UNREACHABLE)! => (.*)$")
+
+    def __init__(self):
+        self.task = None
+        self.first = None
+        self._pending = None  # (host, kind, lines) while a multi-line result is read
+
+    def feed(self, line):
+        if self._pending:
+            self._pending[2].append(line)
+            if line.rstrip() == "}":
+                self._finish()
+            return
+        m = self.TASK.match(line)
+        if m:
+            self.task = m.group(1)
+            return
+        m = self.FATAL.match(line)
+        if m and not self.first:
+            self._pending = (m.group(1), m.group(2), [m.group(3)])
+            if m.group(3).rstrip().endswith("}") or not m.group(3).strip().startswith("{"):
+                self._finish()
+
+    def _finish(self):
+        host, kind, lines = self._pending
+        self._pending = None
+        text = "\n".join(lines)
+        try:
+            result = json.loads(text)
+            detail = result.get("msg") or result.get("stderr") or result.get("reason") or text
+            if isinstance(detail, list):
+                detail = "; ".join(str(d) for d in detail)
+        except (ValueError, AttributeError):
+            detail = text
+        self.first = {"task": self.task or "?", "host": host, "kind": kind, "detail": " ".join(str(detail).split())[:1500]}
+
+    def describe(self):
+        f = self.first
+        if not f:
+            return None
+        what = "unreachable" if f["kind"] == "UNREACHABLE" else "failed"
+        return f'task "{f["task"]}" {what} on host {f["host"]}: {f["detail"]}'
+
+
 def run_playbook(hosts_ini, playbook, private_key, kubespray, extra=()):
-    """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key copy."""
+    """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key
+    copy; its output goes on to stdout. Returns the exit code and the first failed task (or None)."""
     command = ["ansible-playbook", "-i", hosts_ini, playbook, "-e", f"ansible_ssh_private_key_file={private_key}", *extra]
     log(f"{' '.join(command)} (in {kubespray})")
     child_env = dict(os.environ)
     child_env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
-    return subprocess.run(command, cwd=kubespray, env=child_env).returncode
+    child_env["ANSIBLE_NOCOLOR"] = "1"
+    watch = FailureWatch()
+    with subprocess.Popen(command, cwd=kubespray, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as child:
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            watch.feed(line.rstrip("\n"))
+    return child.returncode, watch.describe()
 
 
 def install():
@@ -226,13 +295,13 @@ def install():
         fail(f"cannot read the SSH key {key} (BPA_SSH_KEY): {error}")
     log(f"provisioning {env('BPA_PROVISIONING', '?')} install {env('BPA_INSTALL_HASH', '?')[:16]}")
     log(f"putting the registry's site CA {registry_ca} on every node at {ca_node_path}")
-    code = run_playbook(hosts_ini, put_registry_ca_playbook(work, registry_ca, ca_node_path), private_key, kubespray)
+    code, failure = run_playbook(hosts_ini, put_registry_ca_playbook(work, registry_ca, ca_node_path), private_key, kubespray)
     if code != 0:
-        fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}); {playbook} was not run", code)
+        fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}{': ' + failure if failure else ''}); {playbook} was not run", code)
     artifacts = os.path.join(work, "artifacts")
-    code = run_playbook(hosts_ini, playbook, private_key, kubespray, [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
+    code, failure = run_playbook(hosts_ini, playbook, private_key, kubespray, [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
     if code != 0:
-        fail(f"ansible-playbook {playbook} failed (exit code {code})", code)
+        fail(f"{playbook} failed: {failure}" if failure else f"ansible-playbook {playbook} failed (exit code {code}; no failed task in its output)", code)
     admin_conf = os.path.join(artifacts, "admin.conf")
     if not os.path.isfile(admin_conf):
         fail(f"{playbook} succeeded but kubespray wrote no {admin_conf} (kubeconfig_localhost)")

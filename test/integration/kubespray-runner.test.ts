@@ -293,11 +293,13 @@ describe("the kubespray runner against a test host in a network namespace", () =
     const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
       reject: false,
       all: true,
-      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, ANSIBLE_TIMEOUT: "3", ANSIBLE_HOST_KEY_CHECKING: "False" },
+      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, ANSIBLE_TIMEOUT: "3", ANSIBLE_HOST_KEY_CHECKING: "False", BPA_TERMINATION_LOG: join(work, "termination-log") },
     });
     expect(result.exitCode).not.toBe(0);
-    // The first thing that needs the host is putting the CA on it.
-    expect(result.all).toMatch(/bpa-runner: error: could not put the registry's site CA on the nodes at \/etc\/icn-bootstrap\/registry-ca\.crt \(ansible-playbook exit code \d+\); cluster\.yml was not run/);
+    // The first thing that needs the host is putting the CA on it: the task, the host and ssh's answer are named.
+    expect(result.all).toMatch(/bpa-runner: error: could not put the registry's site CA on the nodes at \/etc\/icn-bootstrap\/registry-ca\.crt \(ansible-playbook exit code \d+: task "The CA's directory" unreachable on host node9: Failed to connect to the host via ssh: .*Connection refused\); cluster\.yml was not run/);
+    // The same words are the pod's termination message, which the BPA puts in the Failed condition.
+    expect(await readFile(join(work, "termination-log"), "utf8")).toMatch(/^could not put the registry's site CA .* task "The CA's directory" unreachable on host node9: /);
   }, 2 * 60_000);
 
   it("refuses to start without the registry's site CA in the mounted inventory, naming the file", async () => {

@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
-import type { Clients } from "../../../bpa/controller/kube.js";
+import { mergePatch, type Clients } from "../../../bpa/controller/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {
@@ -264,10 +264,21 @@ describe("BPA operator with a real API server", () => {
         spec: { restartPolicy: "Never", containers: [{ name: "kubespray", image: "x" }] },
       },
     });
+    expect(job.spec!.template.spec!.containers[0]!.terminationMessagePolicy).toBe("FallbackToLogsOnError");
+    // What the kubelet reports for the runner that failed: its termination message names the task and host.
+    const cause = 'cluster.yml failed: task "kubernetes/preinstall : Stop if memory is too small for control plane" failed on host mid-b: Assertion failed';
+    await c.core.patchNamespacedPodStatus(
+      {
+        namespace: ns,
+        name: `${job.metadata!.name}-x7k2p`,
+        body: { status: { phase: "Failed", containerStatuses: [{ name: "kubespray", image: "x", imageID: "", ready: false, restartCount: 0, state: { terminated: { exitCode: 2, reason: "Error", message: cause } } }] } },
+      },
+      mergePatch,
+    );
     await setJobStatus(c, ns, job.metadata!.name!, "failed");
-    const failed = await waitForStatus(c, ns, "second", "Failed", (x) => condition(x, "Failed")?.reason === "InstallFailed" && condition(x, "Failed")!.message.includes("pods:"));
+    const failed = await waitForStatus(c, ns, "second", "Failed", (x) => condition(x, "Failed")?.reason === "InstallFailed" && condition(x, "Failed")!.message.includes("pods:") && condition(x, "Failed")!.message.includes("mid-b"));
     const message = condition(failed, "Failed")!.message;
-    expect(message).toContain(`install Job ${job.metadata!.name} failed (BackoffLimitExceeded: Job has reached the specified backoff limit)`);
+    expect(message).toContain(`install Job ${job.metadata!.name} failed: ${cause} (BackoffLimitExceeded: Job has reached the specified backoff limit)`);
     expect(message).toContain(`logs: kubectl -n ${ns} logs job/${job.metadata!.name} (pods: ${job.metadata!.name}-x7k2p)`);
     expect(condition(failed, "Ready")).toMatchObject({ status: "False", reason: "InstallFailed" });
 
