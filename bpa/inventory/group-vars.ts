@@ -27,10 +27,13 @@ export function groupVars(config: BpaConfig): Record<string, unknown> {
     containerd_registries_mirrors: config.containerdMirrors,
     // The cluster profile the appliance serves everything for (builder/kubespray/pins.ts
     // pins the versions): flannel as the network plugin, CoreDNS without the node-local
-    // cache and the autoscaler (their images are not built here).
+    // cache and the autoscaler (their images are not built here), haproxy as the workers'
+    // local proxy to the API servers (Debian's nginx lacks the built-in stream module
+    // kubespray's nginx configuration needs).
     kube_network_plugin: "flannel",
     enable_nodelocaldns: false,
     enable_dns_autoscaler: false,
+    loadbalancer_apiserver_type: "haproxy",
     // How the runner logs in.
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,

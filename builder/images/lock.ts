@@ -6,7 +6,8 @@ import { PinnedSet } from "../debian/schema.js";
  * builds, pinned as files like the root filesystem (same archives, debian/schema.ts).
  * - `base`: ONE Debian root shared by every image with Debian packages (one layer,
  *   stored once in the registry): the union of the recipes' packages.
- * - `toolchain`: gcc and libc for static C programs (the pause container).
+ * - `toolchain`: gcc and libc for static C programs (the pause container) and the C part
+ *   of Go programs that need cgo (libseccomp for runc, pkg-config to find it).
  */
 export const PackageSet = PinnedSet;
 export type PackageSet = z.infer<typeof PackageSet>;
@@ -18,4 +19,4 @@ export const ImagesLock = z
   .strict();
 export type ImagesLock = z.infer<typeof ImagesLock>;
 
-export const TOOLCHAIN_PACKAGES = ["gcc", "libc6-dev"];
+export const TOOLCHAIN_PACKAGES = ["gcc", "libc6-dev", "libseccomp-dev", "pkg-config"];

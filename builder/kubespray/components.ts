@@ -6,9 +6,9 @@
  *
  * Versions are the ones kubespray v2.31.0 installs with Kubernetes 1.35, except where the
  * Go module proxy refuses that version (crictl 1.35.0): then the nearest served one, and
- * the pins make kubespray use it. Not here yet: nerdctl (v2.x binaries import its own
- * mod/tigron test module, which no proxy serves), runc and flanneld (both need cgo: to be
- * built with the pinned Debian toolchain, as pause is, not the build host's gcc).
+ * the pins make kubespray use it. runc and flanneld need cgo: they are linked with the
+ * pinned Debian toolchain (builder/sources/cgo.ts), never the build host's gcc. Not here
+ * yet: nerdctl (v2.x binaries import its own mod/tigron test module, which no proxy serves).
  */
 import type { GroupSpec } from "../sources/lock.js";
 
@@ -51,6 +51,23 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
     note: "what kubespray v2.31.0 installs on the compute nodes",
   },
   {
+    name: "runc",
+    module: "github.com/opencontainers/runc",
+    version: "v1.4.2",
+    binaries: { runc: "github.com/opencontainers/runc" },
+    note: "what kubespray v2.31.0 installs on the compute nodes (cgo: built with the pinned Debian toolchain)",
+  },
+  {
+    name: "flannel",
+    module: "github.com/flannel-io/flannel",
+    version: "v0.28.4",
+    binaries: { flanneld: "github.com/flannel-io/flannel" },
+    note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud common v1.3.79 is refused by the proxy: v1.3.81",
+    // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's common
+    // v1.3.79 that flannel requires and serves the next patch, v1.3.81 (same API).
+    replaces: () => ["github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.81"],
+  },
+  {
     name: "crictl",
     module: "sigs.k8s.io/cri-tools",
     version: "v1.36.0",
@@ -77,6 +94,13 @@ export const OFFLINE_ARCHIVES: OfflineArchive[] = [
     checksumsVar: "cni_binary_checksums",
   },
   {
+    entry: "runc",
+    path: (v) => `github.com/opencontainers/runc/releases/download/v${v}/runc.amd64`,
+    binary: "runc",
+    versionVar: "runc_version",
+    checksumsVar: "runc_checksums",
+  },
+  {
     entry: "crictl",
     path: (v) => `github.com/kubernetes-sigs/cri-tools/releases/download/v${v}/crictl-v${v}-linux-amd64.tar.gz`,
     members: { crictl: "crictl" },
@@ -85,16 +109,21 @@ export const OFFLINE_ARCHIVES: OfflineArchive[] = [
   },
 ];
 
-/** Version ldflags as each project's own release build sets them (`<tool> --version` tells the pinned version). */
-export function offlineLdflags(module: string, version: string): string[] | undefined {
+/** How each project's own release build builds it: version variables (so `<tool> --version` tells the pin), tags, cgo. */
+export function offlineBuildRecipe(module: string, version: string): { tags: string[]; ldflags: string[]; cgo: boolean } | undefined {
   const v = version;
   switch (module) {
     case "github.com/containerd/containerd/v2":
-      return [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"];
+      return { tags: ["no_btrfs"], ldflags: [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"], cgo: false };
     case "github.com/containernetworking/plugins":
-      return [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${v}`];
+      return { tags: [], ldflags: [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${v}`], cgo: false };
     case "sigs.k8s.io/cri-tools":
-      return [`-X sigs.k8s.io/cri-tools/pkg/version.Version=${v}`];
+      return { tags: [], ldflags: [`-X sigs.k8s.io/cri-tools/pkg/version.Version=${v}`], cgo: false };
+    // cgo, linked static with the pinned Debian toolchain (builder/sources/cgo.ts), as their Makefiles' static targets do.
+    case "github.com/opencontainers/runc":
+      return { tags: ["seccomp", "urfave_cli_no_docs", "netgo", "osusergo"], ldflags: ["-X main.gitCommit=archive", "-linkmode external", "-extldflags -static"], cgo: true };
+    case "github.com/flannel-io/flannel":
+      return { tags: [], ldflags: [`-X github.com/flannel-io/flannel/pkg/version.Version=${v}`, "-linkmode external", "-extldflags -static"], cgo: true };
     default:
       return undefined;
   }

@@ -66,6 +66,9 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   const flannelCni = inputs.images.find((r) => r.startsWith("docker.io/flannel/flannel-cni-plugin:"));
   if (flannel) images.flannel_version = flannel.split(":")[1]!.replace(/^v/, "");
   if (flannelCni) images.flannel_cni_version = flannelCni.split(":")[1]!.replace(/^v/, "");
+  // The workers' API-server proxy: the haproxy image built here (Debian's haproxy).
+  const haproxy = inputs.images.find((r) => r.startsWith("docker.io/library/haproxy:"));
+  if (haproxy) images.haproxy_image_tag = haproxy.split(":")[1]!;
   return {
     kube_version: version,
     ...checksums,

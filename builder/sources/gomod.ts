@@ -1,9 +1,10 @@
 import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import { cacheRoot, ContentStore, normalizeDigest, sha256Text, tempSibling } from "../cache.js";
-import { offlineLdflags } from "../kubespray/components.js";
+import { offlineBuildRecipe } from "../kubespray/components.js";
 import { UserError } from "../errors.js";
 import { formatBytes, formatSeconds } from "../log.js";
+import { cgoEnv, cgoToolchain, type CgoToolchain } from "./cgo.js";
 import { checkGoVersion, goDirective, goToolchain, requiredVersion, runGo, type GoToolchain } from "./go.js";
 import type { GoModArtifact } from "./schema.js";
 
@@ -33,6 +34,8 @@ export interface SourceContext {
   goEnv?: Record<string, string | undefined>;
   /** How often a running build reports that it is still running. */
   heartbeatMs?: number;
+  /** The lock file (for the pinned C toolchain of cgo builds). */
+  lockPath?: string;
 }
 
 /** Where the gomod index lives: cache key -> sha256 of the built binary. */
@@ -46,7 +49,7 @@ export function gomodIndexDir(): string {
  * version variables set so that `kubectl version --client` / `kubeadm version`
  * report the pinned version ("archive" tree state: built from a source archive).
  */
-export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): { tags: string[]; ldflags: string[] } {
+export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): { tags: string[]; ldflags: string[]; cgo?: boolean } {
   const ldflags = ["-s", "-w"];
   if (entry.module === "k8s.io/kubernetes") {
     const [major, minor] = entry.version.replace(/^v/, "").split(".");
@@ -56,8 +59,8 @@ export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): {
     }
     return { tags: ["selinux", "notest", "grpcnotrace"], ldflags };
   }
-  const versioned = offlineLdflags(entry.module, entry.version);
-  if (versioned) return { tags: entry.module === "github.com/containerd/containerd/v2" ? ["no_btrfs"] : [], ldflags: [...ldflags, ...versioned] };
+  const offline = offlineBuildRecipe(entry.module, entry.version);
+  if (offline) return { tags: offline.tags, ldflags: [...ldflags, ...offline.ldflags], ...(offline.cgo ? { cgo: true } : {}) };
   return { tags: [], ldflags };
 }
 
@@ -111,7 +114,7 @@ export async function readWrapper(name: string, entry: GoModArtifact, baseDir: s
 }
 
 /** The cache key of one binary: everything its bytes depend on. */
-export function gomodKey(entry: GoModArtifact, pkg: string, toolchain: GoToolchain, goMod: string, goSum: string): { key: string; inputs: Record<string, unknown> } {
+export function gomodKey(entry: GoModArtifact, pkg: string, toolchain: GoToolchain, goMod: string, goSum: string, cgoToolchainKey?: string): { key: string; inputs: Record<string, unknown> } {
   const recipe = buildRecipe(entry);
   const inputs = {
     kind: "gomod/v1",
@@ -121,7 +124,7 @@ export function gomodKey(entry: GoModArtifact, pkg: string, toolchain: GoToolcha
     go: toolchain.version,
     goos: toolchain.goos,
     goarch: toolchain.goarch,
-    cgo: "0",
+    cgo: cgoToolchainKey ? `pinned-toolchain:${cgoToolchainKey}` : "0",
     flags: ["-trimpath", "-mod=readonly"],
     tags: recipe.tags,
     ldflags: recipe.ldflags,
@@ -139,7 +142,13 @@ export function gomodKey(entry: GoModArtifact, pkg: string, toolchain: GoToolcha
 export async function ensureGoModBinary(name: string, entry: GoModArtifact, pkg: string, ctx: SourceContext): Promise<ArtifactResult> {
   const wrapper = await readWrapper(name, entry, ctx.baseDir);
   const toolchain = await toolchainOnce(ctx.goEnv);
-  const { key, inputs } = gomodKey(entry, pkg, toolchain, wrapper.goMod, wrapper.goSum);
+  const recipe = buildRecipe(entry);
+  let cgo: CgoToolchain | undefined;
+  if (recipe.cgo) {
+    if (!ctx.lockPath) throw new UserError(`${name}: needs cgo, and no lock file names the pinned C toolchain`, "build it through 'icn-bootstrap fetch' or a build");
+    cgo = await cgoToolchain(ctx.lockPath);
+  }
+  const { key, inputs } = gomodKey(entry, pkg, toolchain, wrapper.goMod, wrapper.goSum, cgo?.key);
   const indexPath = join(gomodIndexDir(), key.slice(0, 2), `${key}.json`);
 
   let repaired: string | undefined;
@@ -157,18 +166,18 @@ export async function ensureGoModBinary(name: string, entry: GoModArtifact, pkg:
   }
 
   checkGoVersion(toolchain, goDirective(wrapper.goMod), name, join(entry.dir, "go.mod"));
-  const recipe = buildRecipe(entry);
   const tmpRoot = join(cacheRoot(), "tmp");
   await mkdir(tmpRoot, { recursive: true });
   const work = await mkdtemp(join(tmpRoot, `build-${name}-`));
   const started = Date.now();
-  ctx.log(name, `building ${pkg}@${entry.version} with ${toolchain.version} (${entry.dir}, -mod=readonly)`);
+  ctx.log(name, `building ${pkg}@${entry.version} with ${toolchain.version} (${entry.dir}, -mod=readonly${cgo ? ", cgo with the pinned Debian toolchain" : ""})`);
   const heartbeat = setInterval(() => ctx.log(name, `still building… ${formatSeconds(Date.now() - started)}`), ctx.heartbeatMs ?? 30_000);
   try {
     const out = join(work, name);
     const args = ["build", "-mod=readonly", "-trimpath", `-ldflags=${recipe.ldflags.join(" ")}`, "-o", out];
     if (recipe.tags.length) args.splice(3, 0, `-tags=${recipe.tags.join(",")}`);
-    await runGo([...args, pkg], { cwd: wrapper.dir, env: ctx.goEnv, what: name });
+    const env = cgo ? { ...ctx.goEnv, ...(await cgoEnv(cgo, work, ctx.goEnv)) } : ctx.goEnv;
+    await runGo([...args, pkg], { cwd: wrapper.dir, env, what: name });
     const seconds = (Date.now() - started) / 1000;
     const size = (await stat(out)).size;
     const sha256 = await ctx.store.put(out, { move: true, what: name });

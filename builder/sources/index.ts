@@ -114,6 +114,7 @@ export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<Artifac
   }
   const ctx: SourceContext = {
     baseDir: loaded.baseDir,
+    lockPath: loaded.lockPath,
     store: opts.store ?? new ContentStore(),
     log: opts.log ?? defaultLog,
     goEnv: opts.goEnv,

@@ -36,7 +36,7 @@ export const KUBESPRAY_PINS = "kubespray-pins.yml";
 const KUBE_BINARIES = ["kubeadm", "kubelet", "kubectl"] as const;
 
 /** The binaries the release archives for the compute nodes are made of (builder/kubespray/components.ts). */
-const archiveBinaries = () => OFFLINE_ARCHIVES.flatMap((a) => Object.values(a.members ?? {}));
+const archiveBinaries = () => OFFLINE_ARCHIVES.flatMap((a) => (a.binary ? [a.binary] : Object.values(a.members ?? {})));
 
 export interface FilesDeps {
   lock: LockFile;
@@ -44,6 +44,11 @@ export interface FilesDeps {
   kubespray: boolean;
   /** The image references the registry will serve (for the kubespray pins). */
   images: string[];
+  /**
+   * The compute nodes' release archives (default: with kubespray). Off while the lock is
+   * resolved: runc's cgo build needs the very toolchain that is being pinned then.
+   */
+  archives?: boolean;
 }
 
 async function linkOrCopy(source: string, target: string): Promise<void> {
@@ -57,13 +62,13 @@ async function linkOrCopy(source: string, target: string): Promise<void> {
 export const filesStage: Stage<FilesDeps> = {
   name: "files",
   sources: [import.meta.filename, join(import.meta.dirname, "../kubespray/pins.ts"), join(import.meta.dirname, "../kubespray/components.ts")],
-  async inputs({ lock, lockPath, kubespray, images }) {
+  async inputs({ lock, lockPath, kubespray, images, archives = true }) {
     const k8s = lock.artifacts.kubernetes;
     if (!k8s || k8s.source !== "gomod") throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
-    const results = await ensureArtifacts({ lockPath, only: [...KUBE_BINARIES, ...(kubespray ? ["kubespray", ...archiveBinaries()] : [])] });
-    return { version: k8s.version, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [] };
+    const results = await ensureArtifacts({ lockPath, only: [...KUBE_BINARIES, ...(kubespray ? ["kubespray", ...(archives ? archiveBinaries() : [])] : [])] });
+    return { version: k8s.version, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [], archives };
   },
-  async build(run, { lock, lockPath, kubespray, images }) {
+  async build(run, { lock, lockPath, kubespray, images, archives: withArchives = true }) {
     const version = (lock.artifacts.kubernetes as { version: string }).version;
     const repo = join(run.out, "tree", FILES_ROOT, FILES_REPO_PATH);
     const manifest: { path: string; sha256: string; from: string }[] = [];
@@ -95,7 +100,7 @@ export const filesStage: Stage<FilesDeps> = {
         }
       }
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
-      const archives = await writeArchives(run, repo, lock, lockPath);
+      const archives = withArchives ? await writeArchives(run, repo, lock, lockPath) : [];
       for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}` });
       const pins = kubesprayPins({ archives, kubernetesVersion: version, files: manifest.filter((f) => (KUBE_BINARIES as readonly string[]).includes(f.from.slice("artifact:".length))).map((f) => ({ name: f.from.slice("artifact:".length) as ServedFile["name"], sha256: f.sha256 })), images });
       await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
@@ -121,6 +126,16 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
     const target = join(repo, path);
     const staging = join(run.out, "archive-staging", archive.entry);
     await mkdir(dirname(target), { recursive: true });
+    if (archive.binary) {
+      // A bare binary (runc.amd64), as upstream publishes it.
+      await copyFile(paths[archive.binary]!, target);
+      await chmod(target, 0o755);
+      const sha256 = await sha256File(target);
+      await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
+      served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar });
+      run.log(`${path} (sha256 ${sha256.slice(0, 12)})`);
+      continue;
+    }
     for (const [member, binary] of Object.entries(archive.members ?? {})) {
       await mkdir(dirname(join(staging, member)), { recursive: true });
       await copyFile(paths[binary]!, join(staging, member));

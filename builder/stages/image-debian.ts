@@ -4,9 +4,11 @@
  * - `image-base`: one minbase root with the union of the recipes' packages, as a tar
  *   whose files are turned into ONE shared layer (see stages/images.ts);
  * - `image-compile`: static C programs (the pause container) compiled with the pinned
- *   gcc inside a throwaway root, so their bytes do not depend on the build host.
+ *   gcc inside a throwaway root, so their bytes do not depend on the build host;
+ * - `cgo-toolchain`: the same pinned toolchain kept as a directory, the C compiler of Go
+ *   programs that need cgo (runc, flanneld: builder/sources/cgo.ts).
  */
-import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { UserError } from "../errors.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap, type PackageChoice } from "../debian/mmdebstrap.js";
@@ -123,3 +125,29 @@ export const imageCompileStage: Stage<ImageCompileDeps> = {
     await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(Object.fromEntries(Object.entries(installed).sort()), null, 2));
   },
 };
+
+/** The cgo toolchain's root directory, inside the stage output. */
+export const CGO_ROOT = "root";
+
+/** The pinned toolchain set (gcc, libc6-dev, libseccomp-dev, pkg-config) as a directory, for cgo builds. */
+export const cgoToolchainStage: Stage<ImageBaseDeps> = {
+  name: "cgo-toolchain",
+  sources: [import.meta.filename, MMDEBSTRAP_MODULE],
+  inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
+  async build(run, { debian, set, resolve }) {
+    const tar = join(run.out, "toolchain.tar");
+    run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
+    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "toolchain"));
+    const status = await readTarMember(tar, "var/lib/dpkg/status");
+    if (!status) throw new Error("mmdebstrap produced a toolchain without /var/lib/dpkg/status");
+    const installed = parseDpkgStatus(status);
+    if (!resolve) checkPinned(installed, set, "toolchain");
+    const root = join(run.out, CGO_ROOT);
+    await mkdir(root);
+    await run.exec("tar", ["-xf", tar, "-C", root, "--no-same-owner", "--exclude=./dev/*"]);
+    await rm(tar);
+    await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
+    run.log(`${Object.keys(installed).length} packages`);
+  },
+};
+

@@ -43,12 +43,6 @@ const PINS_IN_IMAGE = "/etc/bpa-runner/kubespray-pins.yml";
 const NOT_SERVED_YET = [
   // nerdctl v2 binaries import its own mod/tigron test module, which no proxy serves.
   "file github.com/containerd/nerdctl/releases/download/v2.2.2/nerdctl-2.2.2-linux-amd64.tar.gz",
-  // runc needs cgo (its nsenter is C): to be built with the pinned Debian toolchain, like pause.
-  "file github.com/opencontainers/runc/releases/download/v1.4.2/runc.amd64",
-  // flanneld needs cgo (its udp backend), like runc.
-  "image flannel/flannel:v0.28.4",
-  // The workers' API-server proxy: no recipe yet (upstream profile only).
-  "image library/nginx:1.28.2-alpine",
 ];
 
 let content: ContentResult;
@@ -207,7 +201,7 @@ describe("the compute nodes' release archives on the file server", () => {
     const lock = await loadLock(DEFAULT_LOCK);
     const repo = join(content.files.dir, "tree", FILES_ROOT, "kubespray");
     const extract = join(work, "archives");
-    for (const archive of OFFLINE_ARCHIVES) {
+    for (const archive of OFFLINE_ARCHIVES.filter((a) => a.members)) {
       const version = (lock.artifacts[archive.entry] as { version: string }).version.replace(/^v/, "");
       const file = join(repo, archive.path(version));
       const members = (await execa("tar", ["-tzvf", file])).stdout.split("\n");
@@ -219,7 +213,38 @@ describe("the compute nodes' release archives on the file server", () => {
     }
     expect((await execa(join(extract, "containerd/bin/containerd"), ["--version"])).stdout).toContain("v2.2.3");
     expect((await execa(join(extract, "crictl/crictl"), ["--version"])).stdout).toContain("1.36.0");
+    // runc is a bare static binary (cgo, linked with the pinned toolchain's libseccomp).
+    const runc = join(repo, OFFLINE_ARCHIVES.find((a) => a.entry === "runc")!.path("1.4.2"));
+    expect((await execa("ldd", [runc], { reject: false, all: true })).all).toMatch(/not a dynamic executable/);
+    expect((await execa(runc, ["--version"])).stdout).toMatch(/^runc version 1\.4\.2\n[\s\S]*libseccomp: 2\.6\.0/);
     expect((await execa(join(extract, "cni-plugins/bridge"), [], { reject: false, env: { CNI_COMMAND: "VERSION" } })).stdout).toContain('"cniVersion"');
+  });
+});
+
+describe("the workers' API-server proxy", () => {
+  it("kubespray's haproxy.cfg for the BPA's worker is accepted by the haproxy image's haproxy, pointing at the master", async () => {
+    const inventory = await writeInventory("haproxy", LAYOUTS["a master and a worker"]!);
+    const out = join(work, "haproxy-out");
+    await mkdir(out, { recursive: true });
+    const rendered = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/render-haproxy-cfg.yml", "-e", `@${PINS_IN_IMAGE}`], {
+      binds: { [inventory]: "/tmp/inventory", [join(REPO, "test/fixtures/kubespray")]: "/tmp/play", [out]: "/tmp/out" },
+      cwd: "/kubespray",
+      env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
+    });
+    expect(rendered.exitCode, rendered.all.slice(-2000)).toBe(0);
+    const cfg = await readFile(join(out, "haproxy-node2.cfg"), "utf8");
+    expect(cfg).toMatch(/server node1 10\.10\.0\.11:6443 check/);
+    const haproxyRef = content.selection.images.find((i) => i.ref.startsWith("docker.io/library/haproxy:"))!.ref;
+    const pins = yaml.load(await readFile(join(root, PINS_IN_IMAGE), "utf8")) as Record<string, unknown>;
+    expect(pins.haproxy_image_tag).toBe(haproxyRef.split(":")[1]);
+    const haproxyRoot = join(work, "haproxy-root");
+    const image = await unpackImage(content.images!.dir, haproxyRef, haproxyRoot);
+    const config = JSON.parse(await readFile(join(content.images!.dir, "oci/blobs/sha256", JSON.parse(await readFile(join(content.images!.dir, "oci/blobs/sha256", image.digest.replace("sha256:", "")), "utf8")).config.digest.replace("sha256:", "")), "utf8"));
+    // kubespray's static pod mounts its configuration at /usr/local/etc/haproxy/ and runs the image's own command.
+    expect(config.config.Entrypoint).toEqual(["/usr/sbin/haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]);
+    const check = await inImage(haproxyRoot, ["/usr/sbin/haproxy", "-c", "-V", "-f", "/tmp/cfg/haproxy-node2.cfg"], { binds: { [out]: "/tmp/cfg" } });
+    expect(check.exitCode, check.all).toBe(0);
+    expect(check.all).toContain("Configuration file is valid");
   });
 });
 
