@@ -140,7 +140,7 @@ async function transfer(name: string, url: string, partial: string, ctx: SourceC
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     const reason = cause?.code ?? cause?.message ?? (error as Error).message;
     if (cause?.code === "ECONNRESET" || cause?.code === "UND_ERR_SOCKET") throw new BrokenTransfer(`connection lost (${reason})`);
-    throw new UserError(`${name}: cannot download ${url}: ${reason}`, "check the URL in appliance.lock.yaml and that the host is reachable (this build environment reaches only the package registries; use the default gomod profile here)");
+    throw new UserError(`${name}: cannot download ${url}: ${reason}`, "check the URL in appliance.lock.yaml and that the host is reachable; where it is not, set ICN_BOOTSTRAP_MIRROR to a directory (or base URL) laid out by upstream URL that has the file (README, \"Application clusters\")");
   }
 
   let offset = 0;
