@@ -25,6 +25,7 @@ const PROVIDERS: Record<string, string> = {
   gpgv: "gpgv",
   xorriso: "xorriso",
   blkid: "util-linux",
+  bwrap: "bubblewrap",
 };
 
 const SEARCH = [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/sbin"];

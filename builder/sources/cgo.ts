@@ -11,6 +11,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { cacheRoot } from "../cache.js";
 import { UserError } from "../errors.js";
+import { requireTools } from "../host-tools.js";
 import { TOOLCHAIN_PACKAGES } from "../images/lock.js";
 import { loadLock } from "../lockfile.js";
 import { runStage } from "../stage.js";
@@ -24,6 +25,7 @@ export interface CgoToolchain {
 }
 
 export async function cgoToolchain(lockPath: string): Promise<CgoToolchain> {
+  await requireTools(["bwrap", "mmdebstrap"]);
   const lock = await loadLock(lockPath);
   const pins = lock.images?.debian.toolchain;
   const missing = TOOLCHAIN_PACKAGES.filter((p) => !pins?.requested.includes(p));
