@@ -23,7 +23,16 @@ export interface NormalizedSpec {
   masters: RoleRequirement[];
   workers: RoleRequirement[];
   replicas: number;
+  /** The application cluster's Kubernetes version ("1.35.4"), when the spec names one. */
+  kubernetesVersion?: string;
 }
+
+export interface SpecOptions {
+  /** The Kubernetes versions the appliance serves (BPA configuration kubernetesVersions); unset: not checked here. */
+  servedVersions?: readonly string[];
+}
+
+const KUBERNETES_VERSION = /^v?(\d+\.\d+\.\d+)$/;
 
 export type SpecResult = { ok: true; spec: NormalizedSpec } | { ok: false; errors: string[] };
 
@@ -117,14 +126,14 @@ function requirement(
 }
 
 /** Validates a spec as stored by the API server and resolves it to role requirements. */
-export function normalizeSpec(raw: unknown): SpecResult {
+export function normalizeSpec(raw: unknown, options: SpecOptions = {}): SpecResult {
   const errors: string[] = [];
   if (raw !== undefined && raw !== null && !isPlainObject(raw)) {
     return { ok: false, errors: [`spec: expected an object, got ${describe(raw)}`] };
   }
   const spec = (raw ?? {}) as ProvisioningSpec & Record<string, unknown>;
   for (const key of Object.keys(spec)) {
-    if (!["master", "worker", "replicas"].includes(key)) errors.push(`spec.${key}: unknown field`);
+    if (!["master", "worker", "replicas", "kubernetesVersion"].includes(key)) errors.push(`spec.${key}: unknown field`);
   }
   const masterEntries = entries(spec.master, "master", errors);
   const workerEntries = entries(spec.worker, "worker", errors);
@@ -144,6 +153,7 @@ export function normalizeSpec(raw: unknown): SpecResult {
     if (typeof r === "number" && Number.isInteger(r) && r >= 0 && r <= MAX_REPLICAS) replicas = r;
     else errors.push(`spec.replicas: expected a whole number from 0 to ${MAX_REPLICAS}, got ${describe(r)}`);
   }
+  const kubernetesVersion = version(spec.kubernetesVersion, options.servedVersions, errors);
   const all = [...masters, ...workers].filter((r): r is RoleRequirement => r !== undefined);
   const pins = new Map<string, string>();
   for (const r of all) {
@@ -160,8 +170,24 @@ export function normalizeSpec(raw: unknown): SpecResult {
       masters: masters as RoleRequirement[],
       workers: workers as RoleRequirement[],
       replicas,
+      ...(kubernetesVersion ? { kubernetesVersion } : {}),
     },
   };
+}
+
+/** spec.kubernetesVersion: "1.35.4" or "v1.35.4", and one the appliance serves. */
+function version(raw: unknown, served: readonly string[] | undefined, errors: string[]): string | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const m = typeof raw === "string" ? KUBERNETES_VERSION.exec(raw) : null;
+  if (!m) {
+    errors.push(`spec.kubernetesVersion: expected a Kubernetes version such as 1.35.4, got ${describe(raw)}`);
+    return undefined;
+  }
+  if (served?.length && !served.includes(m[1]!)) {
+    errors.push(`spec.kubernetesVersion: ${m[1]} is not served by this appliance; it serves ${served.join(", ")} (omit the field for the newest)`);
+    return undefined;
+  }
+  return m[1];
 }
 
 /** A role's label for messages and status: master[0], worker[2]. */
@@ -183,6 +209,8 @@ export function specHash(spec: NormalizedSpec): string {
   const canonical = {
     masters: spec.masters.map(canonicalRole),
     workers: spec.workers.map(canonicalRole),
+    // Only when named, so that the hashes of specs without it stay as they were.
+    ...(spec.kubernetesVersion ? { kubernetesVersion: spec.kubernetesVersion } : {}),
   };
   return createHash("sha256").update(JSON.stringify(canonical)).digest("hex");
 }

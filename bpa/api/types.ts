@@ -28,6 +28,8 @@ export interface ProvisioningSpec {
   worker?: WorkerEntry | WorkerEntry[];
   /** How many provisioning-agent pods to keep running (see bpa/README.md). */
   replicas?: number;
+  /** The application cluster's Kubernetes version; default: the newest the appliance serves. */
+  kubernetesVersion?: string;
 }
 
 export type ConditionStatus = "True" | "False" | "Unknown";

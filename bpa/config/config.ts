@@ -99,6 +99,12 @@ export const ConfigSchema = z
       .default({}),
     /** containerd_registries_mirrors; defaults to the appliance's registry for MIRRORED_REGISTRIES. */
     containerdMirrors: z.array(MirrorEntry).optional(),
+    /**
+     * The Kubernetes versions the appliance serves for application clusters (its kubespray
+     * pins), newest last or first. A Provisioning naming another gets Invalid with this list;
+     * one naming none gets the newest. Unset: not checked (kubespray's validation still is).
+     */
+    kubernetesVersions: z.array(z.string().regex(/^\d+\.\d+\.\d+$/, "a Kubernetes version such as 1.35.4")).min(1).optional(),
     /** Extra kubespray variables, written as they are into the group_vars file. */
     extraVars: z.record(z.unknown()).default({}),
     /** The user kubespray logs in as on the compute nodes. */

@@ -111,7 +111,7 @@ export class Reconciler {
     if (plan instanceof Stop) return plan.result;
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
     if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
-    const inventory = await this.prepareInventory(key, p, plan, registryCA.pem);
+    const inventory = await this.prepareInventory(key, p, spec, plan, registryCA.pem);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
     await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret }, plan);
@@ -127,7 +127,7 @@ export class Reconciler {
 
   /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */
   private async validate(p: Provisioning): Promise<NormalizedSpec | Stop> {
-    const parsed = normalizeSpec(p.spec);
+    const parsed = normalizeSpec(p.spec, { servedVersions: this.config.kubernetesVersions });
     if (parsed.ok) return parsed.spec;
     const message = `invalid spec: ${parsed.errors.join("; ")}`;
     await this.writeStatus(p, "Invalid", {}, [
@@ -164,7 +164,7 @@ export class Reconciler {
   }
 
   /** The install's hash and object names, its rendered inventory, and the runner's identity and kubeconfig Secret. */
-  private async prepareInventory(key: string, p: Provisioning, plan: Plan, registryCaPem: string): Promise<Inventory> {
+  private async prepareInventory(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, registryCaPem: string): Promise<Inventory> {
     const hash = installHash(plan.specHash, plan.hosts, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
     const n = names(p, hash);
     await ensureSecret(this.c, kubeconfigSecret(p));
@@ -174,7 +174,7 @@ export class Reconciler {
     return {
       hash,
       names: { installJob: n.installJob!, inventory: n.inventory!, kubeconfig: n.kubeconfig },
-      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key), registryCaPem },
+      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key, spec.kubernetesVersion), registryCaPem },
       status: { assignedHosts: plan.hosts, specHash: plan.specHash, installHash: hash, installJob: n.installJob!, inventoryConfigMap: n.inventory!, kubeconfigSecret: n.kubeconfig },
     };
   }

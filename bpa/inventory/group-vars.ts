@@ -7,7 +7,18 @@ import yaml from "js-yaml";
 import type { BpaConfig } from "../config/config.js";
 import { RUNNER_SSH_KEY_PATH } from "../jobs/contract.js";
 
-export function groupVars(config: BpaConfig): Record<string, unknown> {
+/** The version a cluster gets: the one its spec names, else the newest the appliance serves (else kubespray's default). */
+export function clusterVersion(config: BpaConfig, requested?: string): string | undefined {
+  if (requested) return requested;
+  const served = [...(config.kubernetesVersions ?? [])].sort((a, b) => {
+    const [x, y] = [a, b].map((v) => v.split(".").map(Number));
+    return x![0]! - y![0]! || x![1]! - y![1]! || x![2]! - y![2]!;
+  });
+  return served.pop();
+}
+
+export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record<string, unknown> {
+  const version = clusterVersion(config, kubernetesVersion);
   const repo = (key: keyof BpaConfig["imageRepos"]) => config.imageRepos[key] ?? config.registryHost;
   return {
     // Where images and files come from.
@@ -38,13 +49,14 @@ export function groupVars(config: BpaConfig): Record<string, unknown> {
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,
     ansible_become: config.sshUser !== "root",
+    ...(version ? { kube_version: version } : {}),
     ...config.extraVars,
   };
 }
 
-export function renderGroupVars(config: BpaConfig, provisioning: string): string {
+export function renderGroupVars(config: BpaConfig, provisioning: string, kubernetesVersion?: string): string {
   const header =
     `# kubespray variables written by the BPA operator for Provisioning ${provisioning}:\n` +
     "# every node pulls images from the appliance's registry and files from its file server.\n";
-  return `---\n${header}${yaml.dump(groupVars(config), { lineWidth: -1, noRefs: true, sortKeys: false })}`;
+  return `---\n${header}${yaml.dump(groupVars(config, kubernetesVersion), { lineWidth: -1, noRefs: true, sortKeys: false })}`;
 }

@@ -69,8 +69,10 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   // The workers' API-server proxy: the haproxy image built here (Debian's haproxy).
   const haproxy = inputs.images.find((r) => r.startsWith("docker.io/library/haproxy:"));
   if (haproxy) images.haproxy_image_tag = haproxy.split(":")[1]!;
+  // No kube_version: the BPA's group variables choose it (the Provisioning's or the newest
+  // served), and extra vars would override them. kubespray's own default is the first key
+  // of these checksum tables: the one version served.
   return {
-    kube_version: version,
     ...checksums,
     // etcd as kubeadm runs it (a static pod) from the registry's etcd image: no etcd tarball.
     etcd_deployment_type: "kubeadm",

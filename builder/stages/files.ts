@@ -104,7 +104,7 @@ export const filesStage: Stage<FilesDeps> = {
       for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}` });
       const pins = kubesprayPins({ archives, kubernetesVersion: version, files: manifest.filter((f) => (KUBE_BINARIES as readonly string[]).includes(f.from.slice("artifact:".length))).map((f) => ({ name: f.from.slice("artifact:".length) as ServedFile["name"], sha256: f.sha256 })), images });
       await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
-      run.log(`kubespray pins: Kubernetes ${pins.kube_version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
+      run.log(`kubespray pins: Kubernetes ${version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
     }
     await writeFile(join(run.out, FILES_JSON), JSON.stringify({ filesRepo: `/${FILES_REPO_PATH}`, files: manifest }, null, 2));
     run.log(`${manifest.length} files under files_repo (/${FILES_REPO_PATH})`);

@@ -57,12 +57,18 @@ const LAYOUTS: Record<string, AssignedHost[]> = {
   "three masters and two workers": [0, 1, 2].map((i) => host(`m${i}`, "master", i, `10.10.0.${20 + i}`)).concat([0, 1].map((i) => host(`w${i}`, "worker", i, `10.10.0.${30 + i}`))),
 };
 
+/** The BPA's configuration as the appliance ships it (manifests/bpa/config.yaml). */
+async function shippedConfig() {
+  const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
+  return parseConfig(yaml.load(configMap.data["config.yaml"]!), "manifests/bpa/config.yaml");
+}
+
 /** The inventory directory the BPA mounts into the install Job: hosts.ini and group_vars/all/offline.yml. */
 async function writeInventory(name: string, hosts: AssignedHost[], hostsIni?: string): Promise<string> {
   const dir = join(work, name.replace(/\W+/g, "-"));
   await mkdir(join(dir, "group_vars/all"), { recursive: true });
   await writeFile(join(dir, "hosts.ini"), hostsIni ?? renderHostsIni(hosts, { provisioning: "site/cluster", installHash: "0".repeat(64) }));
-  const config = parseConfig({ runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest", registryHost: REGISTRY, filesRepo: FILES_REPO, registryCA: { nodePath: "/etc/icn-bootstrap/registry-ca.crt" } }, "test");
+  const config = await shippedConfig();
   await writeFile(join(dir, "group_vars/all/offline.yml"), renderGroupVars(config, "site/cluster"));
   return dir;
 }
@@ -111,7 +117,10 @@ describe("the runner image", () => {
   it("carries the build's kubespray pins: the served Kubernetes version with the file server's sha256", async () => {
     const pins = yaml.load(await readFile(join(root, PINS_IN_IMAGE), "utf8")) as Record<string, unknown>;
     const version = kubernetesVersion.replace(/^v/, "");
-    expect(pins.kube_version).toBe(version);
+    // The one version served; the BPA's shipped configuration offers exactly it, and its group variables name it.
+    expect(Object.keys((pins.kubelet_checksums as Record<string, Record<string, string>>).amd64!)).toEqual([version]);
+    expect((await shippedConfig()).kubernetesVersions).toEqual([version]);
+    expect(yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8"))).toMatchObject({ kube_version: version });
     expect(await readFile(join(content.files.dir, KUBESPRAY_PINS), "utf8")).toBe(await readFile(join(root, PINS_IN_IMAGE), "utf8"));
     const served = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", kubernetesVersion, "bin/linux/amd64");
     for (const name of ["kubeadm", "kubelet", "kubectl"]) {

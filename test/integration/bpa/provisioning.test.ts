@@ -6,6 +6,7 @@
  * install for an unchanged spec; invalid and unsatisfiable requests.
  */
 import { execFile } from "node:child_process";
+import yaml from "js-yaml";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -354,5 +355,18 @@ describe("BPA operator with a real API server", () => {
     await patchProvisioning(c, ns, "bad", { spec: { master: { cpu: 12, memory: "8Gi" }, worker: null } });
     const fixed = await waitForStatus(c, ns, "bad", "Installing", (x) => x.status?.phase === "Installing");
     expect(fixed.status!.assignedHosts!.map((h) => h.name)).toEqual(["mid-b"]);
+  });
+
+  it("spec.kubernetesVersion: one the appliance does not serve is Invalid with the served list; a served one reaches kubespray's variables", async () => {
+    const ns = await newNamespace(c, "bpa-version");
+    await sampleHosts(ns);
+    await operatorFor(ns, { kubernetesVersions: ["1.35.4"] });
+    await createProvisioning(c, ns, { metadata: { name: "old" }, spec: { master: { cpu: 10, memory: "4Gi" }, kubernetesVersion: "1.33.1" } });
+    const old = await waitForStatus(c, ns, "old", "Invalid", (x) => x.status?.phase === "Invalid");
+    expect(condition(old, "Ready")).toMatchObject({ status: "False", reason: "InvalidSpec" });
+    expect(condition(old, "Ready")!.message).toContain("spec.kubernetesVersion: 1.33.1 is not served by this appliance; it serves 1.35.4");
+    await patchProvisioning(c, ns, "old", { spec: { kubernetesVersion: "v1.35.4" } });
+    const served = await waitForStatus(c, ns, "old", "Installing", (x) => x.status?.phase === "Installing");
+    expect(yaml.load((await inventoryOf(ns, served)).offline)).toMatchObject({ kube_version: "1.35.4" });
   });
 });

@@ -1,3 +1,4 @@
+import yaml from "js-yaml";
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -114,4 +115,13 @@ describe("kubespray inventory", () => {
     const text = renderHostsIni([host("v6", "master", 0, "fd00::11")], { provisioning: "ns/p", installHash: "00".repeat(32) });
     expect(text).toContain("v6 ansible_host=fd00::11 ip=fd00::11");
   });
+
+  it("names the cluster's Kubernetes version: the spec's, else the newest the appliance serves, else kubespray's default", () => {
+    const served = testConfig({ kubernetesVersions: ["1.34.3", "1.35.4"] });
+    expect(yaml.load(renderGroupVars(served, "ns/p"))).toMatchObject({ kube_version: "1.35.4" });
+    expect(yaml.load(renderGroupVars(served, "ns/p", "1.34.3"))).toMatchObject({ kube_version: "1.34.3" });
+    expect(yaml.load(renderGroupVars(config, "ns/p"))).not.toHaveProperty("kube_version");
+    expect(() => testConfig({ kubernetesVersions: ["v1.35"] })).toThrow(/kubernetesVersions/);
+  });
 });
+

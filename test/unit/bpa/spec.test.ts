@@ -104,4 +104,19 @@ describe("Provisioning spec", () => {
     expect(twice.ok).toBe(false);
     if (!twice.ok) expect(twice.errors[0]).toContain("already pinned by spec.master[0]");
   });
+
+  it("takes spec.kubernetesVersion (with or without v), checks it against the served versions, and hashes it only when named", () => {
+    const plain = normalizeSpec({ master: { cpu: 2 } });
+    const named = normalizeSpec({ master: { cpu: 2 }, kubernetesVersion: "v1.35.4" }, { servedVersions: ["1.35.4"] });
+    expect(named).toMatchObject({ ok: true, spec: { kubernetesVersion: "1.35.4" } });
+    if (!plain.ok || !named.ok) throw new Error("unreachable");
+    expect(plain.spec.kubernetesVersion).toBeUndefined();
+    expect(specHash(named.spec)).not.toBe(specHash(plain.spec));
+    expect(specHash(plain.spec)).toBe(specHash({ ...plain.spec }));
+    const unserved = normalizeSpec({ master: { cpu: 2 }, kubernetesVersion: "1.34.3" }, { servedVersions: ["1.35.4"] });
+    expect(unserved).toEqual({ ok: false, errors: ["spec.kubernetesVersion: 1.34.3 is not served by this appliance; it serves 1.35.4 (omit the field for the newest)"] });
+    const bad = normalizeSpec({ master: { cpu: 2 }, kubernetesVersion: "latest" });
+    expect(bad).toEqual({ ok: false, errors: ['spec.kubernetesVersion: expected a Kubernetes version such as 1.35.4, got the string "latest"'] });
+  });
 });
+
