@@ -36,7 +36,8 @@ beforeAll(async () => {
   await execa("debugfs", ["-R", `rdump /var/lib/docker-registry ${extracted}`, root]);
   registry = await startRegistry(join(extracted, "docker-registry"), { readOnly: true });
   const lists = ["registry-seed/bootstrap.yaml", "registry-seed/application.yaml"].map((l) => join(REPO, l));
-  expected = selectImages(await loadSeedLists(lists), { profile: "default", kubespray: false }).images;
+  // The default definition: kubespray on, so the runner and the application clusters' images too.
+  expected = selectImages(await loadSeedLists(lists), { profile: "default", kubespray: true }).images;
 }, BUILD_TIMEOUT);
 
 afterAll(async () => {

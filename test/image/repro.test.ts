@@ -112,7 +112,8 @@ describe("reproducible build", () => {
     expect(rootfsDebs.map((c) => c.name).sort()).toEqual(report.sbom.debianPackages.map((p: { name: string }) => p.name).sort());
     for (const c of debs) expect(c.purl).toMatch(/^pkg:deb\/debian\/[^@]+@[^?]+\?arch=(amd64|all)&distro=debian-13$/);
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
-    expect(binaries.map((c) => c.name).sort()).toEqual(["coredns", "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"]);
+    // The bootstrap cluster's, and the application clusters' network plugin (flanneld and the flannel CNI plugin in their images).
+    expect(binaries.map((c) => c.name).sort()).toEqual(["coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"]);
     for (const b of binaries) {
       expect(b.purl).toMatch(/^pkg:golang\//);
       expect(b.properties!.find((p) => p.name === "icn-bootstrap:go:version")!.value).toMatch(/^go1\.\d+/);
