@@ -142,7 +142,7 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
       await chmod(join(staging, member), 0o755);
     }
     const members = Object.keys(archive.members ?? {}).sort();
-    await run.exec("sh", ["-c", 'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"', "tar", staging, ...members], { env: { TARGET: target } });
+    await run.exec("bash", ["-o", "pipefail", "-c", 'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"', "tar", staging, ...members], { env: { TARGET: target } });
     await rm(staging, { recursive: true, force: true });
     const sha256 = await sha256File(target);
     await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
