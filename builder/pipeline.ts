@@ -1,12 +1,11 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
-import { cacheRoot } from "./cache.js";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
 import { buildContent } from "./images/pipeline.js";
 import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
-import { runStage, type StageResult } from "./stage.js";
+import { runStage, stagesDir, type StageResult } from "./stage.js";
 import { diskStage, readLayout } from "./stages/disk.js";
 import { SECTOR, type DiskLayout } from "./disk/layout.js";
 import { collectSbomInput } from "./sbom/collect.js";
@@ -80,9 +79,7 @@ export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip
  * stage cache elsewhere gives a build with no stage output to reuse while the artifact,
  * download and .deb caches stay shared (the reproducibility test does this).
  */
-export function stagesDir(): string {
-  return process.env.ICN_BOOTSTRAP_STAGE_CACHE || join(cacheRoot(), "stages");
-}
+export { stagesDir };
 
 /** The stage list, in order; each stage is skipped when its inputs are unchanged. */
 export async function build(request: BuildRequest): Promise<BuildResult> {

@@ -2,7 +2,7 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir, readFile, rename, rm, stat, utimes, writeFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { execa, type Options as ExecaOptions } from "execa";
-import { sha256Text } from "./cache.js";
+import { cacheRoot, sha256Text } from "./cache.js";
 import { UserError } from "./errors.js";
 import { removeOnInterrupt } from "./interrupt.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
@@ -160,4 +160,9 @@ export async function treeBytes(path: string): Promise<number> {
     total += await treeBytes(join(path, entry.name));
   }
   return total;
+}
+
+/** Where stage outputs are cached (ICN_BOOTSTRAP_STAGE_CACHE, else the cache root's stages/). */
+export function stagesDir(): string {
+  return process.env.ICN_BOOTSTRAP_STAGE_CACHE || join(cacheRoot(), "stages");
 }

@@ -10,7 +10,7 @@ import type { LockFile } from "../lockfile.js";
 import { log } from "../log.js";
 import { runStage, type StageResult } from "../stage.js";
 import { filesStage, KUBESPRAY_TREE } from "../stages/files.js";
-import { imageBaseStage, imageCompileStage, type DebianSource } from "../stages/image-debian.js";
+import { debianSource, imageBaseStage, imageCompileStage } from "../stages/image-debian.js";
 import { imagesStage } from "../stages/images.js";
 import { registryStage } from "../stages/registry.js";
 import { TOOLCHAIN_PACKAGES, type ImagesLock } from "./lock.js";
@@ -41,10 +41,7 @@ export interface ContentResult {
   plan: ImagesPlan;
 }
 
-export function debianSource(lock: LockFile): DebianSource {
-  const { suite, components, archives, keyring } = lock.debian;
-  return { suite, components, archives, ...(keyring ? { keyring } : {}) };
-}
+export { debianSource };
 
 export async function buildContent(opts: ContentOptions): Promise<ContentResult> {
   const { definition, lock, stagesDir } = opts;

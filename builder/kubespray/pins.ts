@@ -35,10 +35,15 @@ export interface PinInputs {
   arch?: string;
 }
 
+/** The tag the registry serves `repository` at, if it serves it. */
+function servedTag(images: string[], repository: string): string | undefined {
+  return images.find((r) => r.startsWith(`${repository}:`))?.slice(repository.length + 1);
+}
+
 function tagOf(images: string[], repository: string, what: string): string {
-  const ref = images.find((r) => r.startsWith(`${repository}:`));
-  if (!ref) throw new UserError(`kubespray pins: the registry serves no ${repository} image, which kubespray needs for ${what}`, `add it to registry-seed/bootstrap.yaml (and its recipe), or disable kubespray`);
-  return ref.slice(repository.length + 1);
+  const tag = servedTag(images, repository);
+  if (!tag) throw new UserError(`kubespray pins: the registry serves no ${repository} image, which kubespray needs for ${what}`, `add it to registry-seed/bootstrap.yaml (and its recipe), or disable kubespray`);
+  return tag;
 }
 
 export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
@@ -62,13 +67,13 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   }
   // The network plugin's images, when the registry has them: their tags are kubespray's versions.
   const images: Record<string, unknown> = {};
-  const flannel = inputs.images.find((r) => r.startsWith("docker.io/flannel/flannel:"));
-  const flannelCni = inputs.images.find((r) => r.startsWith("docker.io/flannel/flannel-cni-plugin:"));
-  if (flannel) images.flannel_version = flannel.split(":")[1]!.replace(/^v/, "");
-  if (flannelCni) images.flannel_cni_version = flannelCni.split(":")[1]!.replace(/^v/, "");
+  const flannel = servedTag(inputs.images, "docker.io/flannel/flannel");
+  const flannelCni = servedTag(inputs.images, "docker.io/flannel/flannel-cni-plugin");
   // The workers' API-server proxy: the haproxy image built here (Debian's haproxy).
-  const haproxy = inputs.images.find((r) => r.startsWith("docker.io/library/haproxy:"));
-  if (haproxy) images.haproxy_image_tag = haproxy.split(":")[1]!;
+  const haproxy = servedTag(inputs.images, "docker.io/library/haproxy");
+  if (flannel) images.flannel_version = flannel.replace(/^v/, "");
+  if (flannelCni) images.flannel_cni_version = flannelCni.replace(/^v/, "");
+  if (haproxy) images.haproxy_image_tag = haproxy;
   // No kube_version: the BPA's group variables choose it (the Provisioning's or the newest
   // served), and extra vars would override them. kubespray's own default is the first key
   // of these checksum tables: the one version served.

@@ -14,8 +14,8 @@ import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
 import { TOOLCHAIN_PACKAGES } from "../images/lock.js";
 import { loadLock } from "../lockfile.js";
-import { runStage } from "../stage.js";
-import { CGO_ROOT, cgoToolchainStage } from "../stages/image-debian.js";
+import { runStage, stagesDir } from "../stage.js";
+import { CGO_ROOT, cgoToolchainStage, debianSource } from "../stages/image-debian.js";
 import { runGo } from "./go.js";
 
 export interface CgoToolchain {
@@ -32,9 +32,7 @@ export async function cgoToolchain(lockPath: string): Promise<CgoToolchain> {
   if (!pins || missing.length > 0) {
     throw new UserError(`${lockPath}: the cgo toolchain (images.debian.toolchain) does not pin ${missing.join(", ") || "anything"}`, "run 'icn-bootstrap lock-images --keep-packages' to pin it");
   }
-  const { suite, components, archives, keyring } = lock.debian;
-  const stagesDir = process.env.ICN_BOOTSTRAP_STAGE_CACHE || join(cacheRoot(), "stages");
-  const result = await runStage(cgoToolchainStage, { debian: { suite, components, archives, ...(keyring ? { keyring } : {}) }, set: pins }, stagesDir);
+  const result = await runStage(cgoToolchainStage, { debian: debianSource(lock), set: pins }, stagesDir());
   return { root: join(result.dir, CGO_ROOT), key: result.key };
 }
 

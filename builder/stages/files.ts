@@ -75,8 +75,10 @@ export const filesStage: Stage<FilesDeps> = {
     const paths = await artifactPaths([...KUBE_BINARIES], { lockPath });
     const binDir = join(repo, "dl.k8s.io", "release", version, "bin", "linux", "amd64");
     await mkdir(binDir, { recursive: true });
+    const kubeFiles: ServedFile[] = [];
     for (const name of KUBE_BINARIES) {
       const sha256 = basename(paths[name]);
+      kubeFiles.push({ name, sha256 });
       await linkOrCopy(paths[name], join(binDir, name));
       await writeFile(join(binDir, `${name}.sha256`), `${sha256}\n`);
       manifest.push({ path: `dl.k8s.io/release/${version}/bin/linux/amd64/${name}`, sha256, from: `artifact:${name}` });
@@ -102,7 +104,7 @@ export const filesStage: Stage<FilesDeps> = {
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
       const archives = withArchives ? await writeArchives(run, repo, lock, lockPath) : [];
       for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}` });
-      const pins = kubesprayPins({ archives, kubernetesVersion: version, files: manifest.filter((f) => (KUBE_BINARIES as readonly string[]).includes(f.from.slice("artifact:".length))).map((f) => ({ name: f.from.slice("artifact:".length) as ServedFile["name"], sha256: f.sha256 })), images });
+      const pins = kubesprayPins({ archives, kubernetesVersion: version, files: kubeFiles, images });
       await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
       run.log(`kubespray pins: Kubernetes ${version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
     }

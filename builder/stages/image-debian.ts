@@ -14,7 +14,8 @@ import { UserError } from "../errors.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap, type PackageChoice } from "../debian/mmdebstrap.js";
 import { versionsOf, type DebianSources } from "../debian/schema.js";
 import type { PackageSet } from "../images/lock.js";
-import type { Stage } from "../stage.js";
+import type { LockFile } from "../lockfile.js";
+import type { Stage, StageRun } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
 import { fileDigests } from "./rootfs.js";
 
@@ -34,6 +35,12 @@ const CLEANUP = [
 const DPKG_EXCLUDES = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*", "path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/locale/*"];
 
 export type DebianSource = Pick<DebianSources, "suite" | "components" | "archives" | "keyring">;
+
+/** The lock file's Debian archives, as the image stages take them. */
+export function debianSource(lock: Pick<LockFile, "debian">): DebianSource {
+  const { suite, components, archives, keyring } = lock.debian;
+  return { suite, components, archives, ...(keyring ? { keyring } : {}) };
+}
 
 export interface ImageBaseDeps {
   debian: DebianSource;
@@ -65,20 +72,26 @@ function checkPinned(installed: Record<string, string>, set: PackageSet, what: s
   if (drift.length > 0) throw new UserError(`the image ${what} set differs from the lock file: ${drift.slice(0, 8).join("; ")}`, "run 'icn-bootstrap lock-images' to re-pin it");
 }
 
+/** A minbase root with a pinned set as a tar (run.out/<file>), checked against the pins; its packages in PACKAGES_JSON. */
+async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: "base" | "toolchain", file: string): Promise<string> {
+  const tar = join(run.out, file);
+  run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
+  await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, what));
+  const status = await readTarMember(tar, "var/lib/dpkg/status");
+  if (!status) throw new Error(`mmdebstrap produced an image ${what} without /var/lib/dpkg/status`);
+  const installed = parseDpkgStatus(status);
+  if (!resolve) checkPinned(installed, set, what);
+  await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
+  run.log(`${Object.keys(installed).length} packages`);
+  return tar;
+}
+
 export const imageBaseStage: Stage<ImageBaseDeps> = {
   name: "image-base",
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
   inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
-  async build(run, { debian, set, resolve }) {
-    const tar = join(run.out, BASE_TAR);
-    run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
-    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "base"));
-    const status = await readTarMember(tar, "var/lib/dpkg/status");
-    if (!status) throw new Error("mmdebstrap produced an image base without /var/lib/dpkg/status");
-    const installed = parseDpkgStatus(status);
-    if (!resolve) checkPinned(installed, set, "base");
-    await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
-    run.log(`${Object.keys(installed).length} packages`);
+  async build(run, deps) {
+    await pinnedRootTar(run, deps, "base", BASE_TAR);
   },
 };
 
@@ -134,20 +147,12 @@ export const cgoToolchainStage: Stage<ImageBaseDeps> = {
   name: "cgo-toolchain",
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
   inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
-  async build(run, { debian, set, resolve }) {
-    const tar = join(run.out, "toolchain.tar");
-    run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
-    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "toolchain"));
-    const status = await readTarMember(tar, "var/lib/dpkg/status");
-    if (!status) throw new Error("mmdebstrap produced a toolchain without /var/lib/dpkg/status");
-    const installed = parseDpkgStatus(status);
-    if (!resolve) checkPinned(installed, set, "toolchain");
+  async build(run, deps) {
+    const tar = await pinnedRootTar(run, deps, "toolchain", "toolchain.tar");
     const root = join(run.out, CGO_ROOT);
     await mkdir(root);
     await run.exec("tar", ["-xf", tar, "-C", root, "--no-same-owner", "--exclude=./dev/*"]);
     await rm(tar);
-    await writeFile(join(run.out, PACKAGES_JSON), JSON.stringify(installed, null, 2));
-    run.log(`${Object.keys(installed).length} packages`);
   },
 };
 
