@@ -6,10 +6,13 @@ import { UserError } from "../errors.js";
 import { requireFile, requireTools } from "../host-tools.js";
 import { log } from "../log.js";
 import { chooseAccel, type Accel } from "./accel.js";
+import { ConsoleTail } from "./console.js";
 
 export type Firmware = "bios" | "uefi";
 export const READY_MARKER = /ICN-BOOTSTRAP-READY.*/;
-const FAILED_MARKER = /ICN-BOOTSTRAP-FAILED.*|Kernel panic.*/;
+// An ordering cycle ends the boot too: systemd breaks it by dropping one of the jobs, not
+// always the same one, so the appliance would come up only some of the time.
+const FAILED_MARKER = /ICN-BOOTSTRAP-FAILED.*|Kernel panic.*|Found ordering cycle.*/;
 const OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd";
 const OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 
@@ -87,7 +90,7 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
     }
     const machine = await machineArgs(options, overlay, work);
     const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
-    const result = await watchConsole([...accelArgs(accel, options.tcgMultiThread), ...machine], options, accel, () => rm(work, { recursive: true, force: true }));
+    const result = await watchConsole([...accelArgs(accel, options.tcgMultiThread), ...machine], consolePath(work), options, accel, () => rm(work, { recursive: true, force: true }));
     keep = Boolean(result.stop);
     return result;
   } finally {
@@ -107,7 +110,8 @@ function accelArgs(accel: Accel, multiThread = false): string[] {
 }
 
 async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
-  const args = ["-machine", "q35", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"];
+  const args = ["-machine", "q35", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot"];
+  args.push("-chardev", `file,id=console,path=${consolePath(work)}`, "-serial", "chardev:console");
   if (options.firmware === "uefi") {
     const vars = join(work, "OVMF_VARS.fd");
     await copyFile(OVMF_VARS, vars);
@@ -131,41 +135,39 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   return args;
 }
 
-async function watchConsole(args: string[], options: BootOptions, accel: Accel, cleanup: () => Promise<void>): Promise<BootResult> {
+function consolePath(work: string): string {
+  return join(work, "console.log");
+}
+
+async function watchConsole(args: string[], consoleFile: string, options: BootOptions, accel: Accel, cleanup: () => Promise<void>): Promise<BootResult> {
   const started = Date.now();
   const lastLines: string[] = [];
+  const markerLines: string[] = [];
   let readyLine: string | undefined;
   let failure: string | undefined;
   let powerCut = false;
-  let pending = "";
   const child = execa("qemu-system-x86_64", args, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
   const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
   let signalReady: () => void = () => undefined;
   const readyForCaller = new Promise<void>((resolve) => (signalReady = resolve));
-  child.all?.on("data", (chunk: Buffer) => {
-    pending += chunk.toString("utf8");
-    const lines = pending.split(/\r?\n/);
-    pending = lines.pop() ?? "";
-    for (const raw of lines) {
-      // eslint-disable-next-line no-control-regex
-      const line = raw.replace(/\x1b\[[0-9;?=]*[A-Za-z]/g, "").trimEnd();
-      if (!line) continue;
-      lastLines.push(line);
-      if (lastLines.length > 40) lastLines.shift();
-      options.onLine?.(line);
-      if (readyLine && options.keepRunning) continue; // already handed to the caller
-      const ready = (options.readyPattern ?? READY_MARKER).exec(line);
-      const failed = (options.failurePattern ?? FAILED_MARKER).exec(line);
-      if (ready && !readyLine) readyLine = ready[0];
-      if (failed && !failure) failure = failed[0];
-      if (options.powerCutOn?.test(line) && !powerCut) {
-        powerCut = true;
-        child.kill("SIGKILL");
-      }
-      if (readyLine && !failure && options.keepRunning) signalReady();
-      else if (readyLine || failure) child.kill("SIGTERM");
+  const tail = new ConsoleTail(consoleFile, (line) => {
+    lastLines.push(line);
+    if (lastLines.length > 40) lastLines.shift();
+    if (line.includes("ICN-BOOTSTRAP")) markerLines.push(line);
+    options.onLine?.(line);
+    if (readyLine && options.keepRunning) return; // already handed to the caller
+    const ready = (options.readyPattern ?? READY_MARKER).exec(line);
+    const failed = (options.failurePattern ?? FAILED_MARKER).exec(line);
+    if (ready && !readyLine) readyLine = ready[0];
+    if (failed && !failure) failure = failed[0];
+    if (options.powerCutOn?.test(line) && !powerCut) {
+      powerCut = true;
+      child.kill("SIGKILL");
     }
+    if (readyLine && !failure && options.keepRunning) signalReady();
+    else if (readyLine || failure) child.kill("SIGTERM");
   });
+  tail.start();
   const exited = child.then((result) => result);
   await Promise.race([readyForCaller, exited]);
   clearInterval(progress);
@@ -174,13 +176,16 @@ async function watchConsole(args: string[], options: BootOptions, accel: Accel, 
     const stop = async () => {
       child.kill("SIGTERM");
       await exited;
+      await tail.stop();
       await cleanup();
     };
     return { ready: true, powerCut, readyLine, seconds, accel, lastLines, stop };
   }
   const result = await exited;
+  await tail.stop(); // the last lines QEMU wrote, the ready marker perhaps among them
   if (!readyLine && !failure && !powerCut) {
-    failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
+    const seen = markerLines.length ? ` (console lines naming ICN-BOOTSTRAP: ${markerLines.join(" | ")})` : "";
+    failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s${seen}` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
   }
   return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds, accel, lastLines };
 }

@@ -18,7 +18,7 @@ import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 const BOOT_TIMEOUT_S = 1800;
 const TEST_TIMEOUT = 4 * (BOOT_TIMEOUT_S + 120) * 1000;
 const INSTALLED = /ICN-INSTALL-DONE target=\S+/;
-const OTHER_FAILURES = /ICN-BOOTSTRAP-FAILED unit=(?!icn-install:).*|Kernel panic.*/;
+const OTHER_FAILURES = /ICN-BOOTSTRAP-FAILED unit=(?!icn-install:).*|Kernel panic.*|Found ordering cycle.*/;
 
 let out: string;
 let work: string;

@@ -21,7 +21,7 @@ const TEST_TIMEOUT = 3 * (BOOT_TIMEOUT_S + 120) * 1000;
 /** The provisioning NIC sits at PCI slot 6: the guest names it enp0s6. */
 const PROVISIONING_NIC = { pciSlot: 6 };
 /** Only failures of other units end a boot: a bad site is reported and the boot goes on. */
-const OTHER_FAILURES = /ICN-BOOTSTRAP-FAILED unit=(?!icn-site:).*|Kernel panic.*/;
+const OTHER_FAILURES = /ICN-BOOTSTRAP-FAILED unit=(?!icn-site:).*|Kernel panic.*|Found ordering cycle.*/;
 
 let out: string;
 let work: string;
