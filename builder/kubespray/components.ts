@@ -7,8 +7,7 @@
  * Versions are the ones kubespray v2.31.0 installs with Kubernetes 1.35, except where the
  * Go module proxy refuses that version (crictl 1.35.0): then the nearest served one, and
  * the pins make kubespray use it. runc and flanneld need cgo: they are linked with the
- * pinned Debian toolchain (builder/sources/cgo.ts), never the build host's gcc. Not here
- * yet: nerdctl (v2.x binaries import its own mod/tigron test module, which no proxy serves).
+ * pinned Debian toolchain (builder/sources/cgo.ts), never the build host's gcc.
  */
 import type { GroupSpec } from "../sources/lock.js";
 
@@ -74,6 +73,17 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
     binaries: { crictl: "sigs.k8s.io/cri-tools/cmd/crictl" },
     note: "kubespray v2.31.0 asks for 1.35.0, which the Go module proxy refuses; 1.36.0 speaks the same CRI v1",
   },
+  {
+    name: "nerdctl",
+    module: "github.com/containerd/nerdctl/v2",
+    version: "v2.0.4",
+    binaries: { nerdctl: "github.com/containerd/nerdctl/v2/cmd/nerdctl" },
+    // From v2.1 on, the nerdctl command links pkg/testutil, which imports nerdctl's own
+    // mod/tigron: a nested module no proxy serves. v2.0.4 is the newest that builds
+    // without it (v2.0.5 is refused), and is a containerd 2.x client.
+    note: "kubespray v2.31.0 asks for 2.2.2, whose command needs nerdctl's mod/tigron module (no proxy serves it); 2.0.4 is the newest built without it",
+    tidyIgnoringTestOnlyErrors: true, // its tests still import mod/tigron
+  },
 ];
 
 const CNI_PLUGINS = Object.keys(OFFLINE_GROUPS.find((g) => g.name === "cni-plugins")!.binaries);
@@ -107,6 +117,13 @@ export const OFFLINE_ARCHIVES: OfflineArchive[] = [
     versionVar: "crictl_version",
     checksumsVar: "crictl_checksums",
   },
+  {
+    entry: "nerdctl",
+    path: (v) => `github.com/containerd/nerdctl/releases/download/v${v}/nerdctl-${v}-linux-amd64.tar.gz`,
+    members: { nerdctl: "nerdctl" },
+    versionVar: "nerdctl_version",
+    checksumsVar: "nerdctl_archive_checksums",
+  },
 ];
 
 /** How each project's own release build builds it: version variables (so `<tool> --version` tells the pin), tags, cgo. */
@@ -117,6 +134,8 @@ export function offlineBuildRecipe(module: string, version: string): { tags: str
       return { tags: ["no_btrfs"], ldflags: [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"], cgo: false };
     case "github.com/containernetworking/plugins":
       return { tags: [], ldflags: [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${v}`], cgo: false };
+    case "github.com/containerd/nerdctl/v2":
+      return { tags: [], ldflags: [`-X github.com/containerd/nerdctl/v2/pkg/version.Version=${v}`, "-X github.com/containerd/nerdctl/v2/pkg/version.Revision=archive"], cgo: false };
     case "sigs.k8s.io/cri-tools":
       return { tags: [], ldflags: [`-X sigs.k8s.io/cri-tools/pkg/version.Version=${v}`], cgo: false };
     // cgo, linked static with the pinned Debian toolchain (builder/sources/cgo.ts), as their Makefiles' static targets do.

@@ -35,15 +35,6 @@ const REGISTRY = "bootstrap.icn:5000";
 const FILES_REPO = "http://bootstrap.icn:8080/kubespray";
 const PINS_IN_IMAGE = "/etc/bpa-runner/kubespray-pins.yml";
 
-/**
- * What kubespray downloads for the BPA's inventories that the appliance does not build
- * yet (the kubespray issue is open: README "Application clusters"). The test fails when
- * this list is wrong in either direction, so it shrinks as each piece is built.
- */
-const NOT_SERVED_YET = [
-  // nerdctl v2 binaries import its own mod/tigron test module, which no proxy serves.
-  "file github.com/containerd/nerdctl/releases/download/v2.2.2/nerdctl-2.2.2-linux-amd64.tar.gz",
-];
 
 let content: ContentResult;
 let root: string;
@@ -159,7 +150,7 @@ describe("kubespray's inventory validation (playbooks/boilerplate.yml) in the ru
 });
 
 describe("what kubespray downloads for the BPA's inventory", () => {
-  it("is served by the build with the sha256 kubespray checks, except the pieces not built yet", async () => {
+  it("is served by the build, every file with the sha256 kubespray checks and every image in the seeded registry", async () => {
     const inventory = await writeInventory("offline-list", LAYOUTS["a master and a worker"]!);
     const out = join(work, "offline-list-out");
     await mkdir(out, { recursive: true });
@@ -199,9 +190,9 @@ describe("what kubespray downloads for the BPA's inventory", () => {
         else missing.push(`image ${repository}:${tag}`);
       }
     }
-    console.log(`kubespray downloads for a master and a worker: ${checked.length} served and checked (${checked.join(", ")}); not served yet: ${missing.length}`);
+    console.log(`kubespray downloads for a master and a worker: ${checked.length} served and checked (${checked.join(", ")}); not served: ${missing.length}`);
     expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `etcd:${content.selection.images.find((i) => i.repository === "etcd")!.tag}`]));
-    expect(missing.sort()).toEqual([...NOT_SERVED_YET].sort());
+    expect(missing, "kubespray downloads these, and the appliance does not serve them").toEqual([]);
   });
 });
 
@@ -222,6 +213,7 @@ describe("the compute nodes' release archives on the file server", () => {
     }
     expect((await execa(join(extract, "containerd/bin/containerd"), ["--version"])).stdout).toContain("v2.2.3");
     expect((await execa(join(extract, "crictl/crictl"), ["--version"])).stdout).toContain("1.36.0");
+    expect((await execa(join(extract, "nerdctl/nerdctl"), ["--version"])).stdout).toBe("nerdctl version 2.0.4");
     // runc is a bare static binary (cgo, linked with the pinned toolchain's libseccomp).
     const runc = join(repo, OFFLINE_ARCHIVES.find((a) => a.entry === "runc")!.path("1.4.2"));
     expect((await execa("ldd", [runc], { reject: false, all: true })).all).toMatch(/not a dynamic executable/);
