@@ -57,7 +57,7 @@ export function summary(result: BuildResult, paths: ReturnType<typeof reportPath
     lines.push(`  ${image.path}`, `    size ${formatBytes(image.apparentBytes)} (allocated ${formatBytes(image.allocatedBytes)})  sha256 ${image.sha256}`);
   }
   const { sbom } = result;
-  lines.push(`  ${paths.sbom}  (CycloneDX 1.6 SBOM: ${sbom.debian.length} Debian packages, ${sbom.goBinaries.length} Go binaries, ${sbom.containerImages.length} container images with ${new Set(sbom.containerImages.flatMap((i) => i.npmPackages.map((p) => `${p.name}@${p.version}`))).size} bundled npm packages, ${sbom.files.length} served files)`);
+  lines.push(`  ${paths.sbom}  (CycloneDX 1.6 SBOM: ${sbom.debian.length} Debian packages, ${sbom.goBinaries.length} Go binaries, ${sbom.containerImages.length} container images with ${new Set(sbom.containerImages.flatMap((i) => i.npmPackages.map((p) => `${p.name}@${p.version}`))).size} bundled npm packages and ${new Set(sbom.containerImages.flatMap((i) => (i.pythonPackages ?? []).map((p) => `${p.name}@${p.version}`))).size} PyPI packages, ${sbom.files.length} served files)`);
   lines.push(`  ${paths.report}  (stage sizes and times; what 'icn-bootstrap verify' checks)`);
   return lines.join("\n");
 }

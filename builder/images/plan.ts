@@ -46,6 +46,8 @@ export interface PlannedImage {
     /** `compiled:<name>` copies, resolved by the images stage from the image-compile stage. */
     compiled: { name: string; to: string; mode?: number }[];
     config: ImageConfig;
+    /** The PyPI distributions its `python:` installs (for the SBOM). */
+    pythonPackages?: { name: string; version: string }[];
   };
 }
 
@@ -169,6 +171,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         }
         files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
       }
+      let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
         const { requirements, version } = recipe.python;
         if (base !== "debian") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
@@ -177,6 +180,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         const key = tree.dir.split("/").pop()!;
         files.push({ from: tree.sitePackages, to: `/usr/local/lib/python${version}/dist-packages`, sha256: `${key}:site-packages` });
         files.push({ from: tree.bin, to: "/usr/local/bin", sha256: `${key}:bin` });
+        pythonPackages = tree.packages;
       }
       planned.recipe = {
         name: recipe.name,
@@ -186,6 +190,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         files,
         compiled,
         config: { entrypoint: recipe.entrypoint, cmd: recipe.cmd, env: recipe.env, user: recipe.user, workingDir: recipe.workdir },
+        ...(pythonPackages ? { pythonPackages } : {}),
       };
     }
     images.push(planned);

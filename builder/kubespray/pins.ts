@@ -23,6 +23,8 @@ export interface ServedArchive {
   version: string;
   versionVar: string;
   checksumsVar: string;
+  /** The built binaries in it (files.json and the SBOM list them). */
+  contains?: { path: string; artifact: string; sha256: string }[];
 }
 
 export interface PinInputs {

@@ -4,13 +4,13 @@
  * file server), the seeded images and the file server's files.
  */
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { execa } from "execa";
 import { ContentStore } from "../cache.js";
 import { debianSets, type LockFile } from "../lockfile.js";
 import type { ImagesPlan } from "../images/plan.js";
 import type { ArtifactResult } from "../sources/index.js";
-import { FILES_JSON, FILES_REPO_PATH } from "../stages/files.js";
+import { FILES_JSON, FILES_REPO_PATH, type ServedManifestEntry } from "../stages/files.js";
 import { readTarMember } from "../tar-read.js";
 import { rootfsTar } from "../stages/rootfs.js";
 import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput, SbomNpmPackage } from "./cyclonedx.js";
@@ -56,9 +56,14 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
       imageBinaries.set(image.ref, [...(imageBinaries.get(image.ref) ?? []), file.sha256]);
     }
   }
-  const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: { path: string; sha256: string; from: string }[] };
-  const files = served.files.map((f) => ({ ...f, path: `/${FILES_REPO_PATH}/${f.path}` }));
-  for (const f of files) if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), `file server ${f.path}`);
+  const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: ServedManifestEntry[] };
+  const files = served.files.map(({ path, sha256, from }) => ({ path: `/${FILES_REPO_PATH}/${path}`, sha256, from }));
+  for (const f of served.files) {
+    const location = `file server /${FILES_REPO_PATH}/${f.path}`;
+    if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), location);
+    // A release archive's binaries (containerd, runc, nerdctl, …): by the artifact they were copied from.
+    for (const member of f.contains ?? []) add(member.sha256, member.artifact, store.pathOf(member.sha256), member.path === basename(f.path) ? location : `${location}:${member.path}`);
+  }
 
   const goBinaries: SbomGoBinary[] = [];
   for (const [sha256, { name, path, locations }] of [...found].sort(([a], [b]) => a.localeCompare(b))) {
@@ -70,7 +75,7 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
     opts.seeded.map(async (s) => {
       const planned = opts.plan.images.find((i) => i.ref === s.ref);
       const npmPackages = await bundledNpmPackages(planned?.recipe?.files ?? []);
-      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [], npmPackages };
+      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [], npmPackages, pythonPackages: planned?.recipe?.pythonPackages ?? [] };
     }),
   );
   return { name: opts.name, epoch: opts.epoch, debianVersion, debian, goBinaries, containerImages, files, images: opts.images, tools: await hostToolVersions() };

@@ -3,7 +3,8 @@
  * every Debian package (pkg:deb purl, the .deb's sha256), every binary built from Go
  * modules (pkg:golang purl of its module and package, the Go version, the modules linked
  * in, the Go standard library), every container image (pkg:oci purl by digest) with the
- * npm packages bundled into its programs (pkg:npm purl, license), and the
+ * npm packages bundled into its programs (pkg:npm purl, license) and the PyPI packages
+ * installed in it (pkg:pypi purl), and the
  * files the file server gives compute nodes (sha256). Made with the CycloneDX library's
  * models and serializer; lists are sorted and the serial number and timestamp derive from
  * the inputs, so the same build gives the same bytes.
@@ -44,6 +45,8 @@ export interface SbomContainerImage {
   binaries: string[];
   /** npm packages bundled into a program of the image. */
   npmPackages: SbomNpmPackage[];
+  /** PyPI distributions installed in the image (a recipe's `python:`). */
+  pythonPackages?: { name: string; version: string }[];
 }
 
 export interface SbomNpmPackage {
@@ -141,6 +144,17 @@ export function buildBom(input: SbomInput): Models.Bom {
     }
     return component;
   };
+  const pypi = new Map<string, Models.Component>();
+  const pypiComponent = (pkg: { name: string; version: string }) => {
+    const key = `pypi:${pkg.name}@${pkg.version}`;
+    let component = pypi.get(key);
+    if (!component) {
+      component = new Models.Component(Enums.ComponentType.Library, pkg.name, { bomRef: key, version: pkg.version, purl: new PackageURL("pypi", undefined, pkg.name, pkg.version, undefined, undefined).toString() });
+      pypi.set(key, component);
+      bom.components.add(component);
+    }
+    return component;
+  };
   const binaries = new Map<string, Models.Component>();
   for (const binary of input.goBinaries) {
     const { info } = binary;
@@ -176,6 +190,7 @@ export function buildBom(input: SbomInput): Models.Bom {
     }
     if (image.debianBase) for (const [key, deb] of debs) if (key.startsWith("base:")) component.dependencies.add(deb.bomRef);
     for (const pkg of image.npmPackages) component.dependencies.add(npmComponent(pkg).bomRef);
+    for (const pkg of image.pythonPackages ?? []) component.dependencies.add(pypiComponent(pkg).bomRef);
   }
 
   for (const file of input.files) {

@@ -38,6 +38,21 @@ const KUBE_BINARIES = ["kubeadm", "kubelet", "kubectl"] as const;
 /** The binaries the release archives for the compute nodes are made of (builder/kubespray/components.ts). */
 const archiveBinaries = () => OFFLINE_ARCHIVES.flatMap((a) => (a.binary ? [a.binary] : Object.values(a.members ?? {})));
 
+/** A line of files.json: a served file, and for a release archive the built binaries in it (for the SBOM). */
+export interface ServedManifestEntry {
+  path: string;
+  sha256: string;
+  from: string;
+  contains?: ArchiveMember[];
+}
+
+export interface ArchiveMember {
+  /** Its path in the archive (the file's own name for a bare binary). */
+  path: string;
+  artifact: string;
+  sha256: string;
+}
+
 export interface FilesDeps {
   lock: LockFile;
   lockPath: string;
@@ -71,7 +86,7 @@ export const filesStage: Stage<FilesDeps> = {
   async build(run, { lock, lockPath, kubespray, images, archives: withArchives = true }) {
     const version = (lock.artifacts.kubernetes as { version: string }).version;
     const repo = join(run.out, "tree", FILES_ROOT, FILES_REPO_PATH);
-    const manifest: { path: string; sha256: string; from: string }[] = [];
+    const manifest: ServedManifestEntry[] = [];
     const paths = await artifactPaths([...KUBE_BINARIES], { lockPath });
     const binDir = join(repo, "dl.k8s.io", "release", version, "bin", "linux", "amd64");
     await mkdir(binDir, { recursive: true });
@@ -103,7 +118,7 @@ export const filesStage: Stage<FilesDeps> = {
       }
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
       const archives = withArchives ? await writeArchives(run, repo, lock, lockPath) : [];
-      for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}` });
+      for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}`, contains: a.contains });
       const pins = kubesprayPins({ archives, kubernetesVersion: version, files: kubeFiles, images });
       await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
       run.log(`kubespray pins: Kubernetes ${version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
@@ -134,7 +149,8 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
       await chmod(target, 0o755);
       const sha256 = await sha256File(target);
       await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
-      served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar });
+      const contains = [{ path: basename(path), artifact: archive.binary, sha256: basename(paths[archive.binary]!) }];
+      served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar, contains });
       run.log(`${path} (sha256 ${sha256.slice(0, 12)})`);
       continue;
     }
@@ -148,7 +164,8 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
     await rm(staging, { recursive: true, force: true });
     const sha256 = await sha256File(target);
     await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
-    served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar });
+    const contains = members.map((member) => ({ path: member, artifact: archive.members![member]!, sha256: basename(paths[archive.members![member]!]!) }));
+    served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar, contains });
     run.log(`${path} (${members.length} file${members.length === 1 ? "" : "s"}, sha256 ${sha256.slice(0, 12)})`);
   }
   await rm(join(run.out, "archive-staging"), { recursive: true, force: true });

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
 import { flipByteOfFile } from "../helpers/image.js";
 import { blobPath } from "../../builder/stages/registry.js";
+import { OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
 
 const BUILD_TIMEOUT = 60 * 60_000;
 const VERIFY_TIMEOUT = 10 * 60_000;
@@ -112,8 +113,13 @@ describe("reproducible build", () => {
     expect(rootfsDebs.map((c) => c.name).sort()).toEqual(report.sbom.debianPackages.map((p: { name: string }) => p.name).sort());
     for (const c of debs) expect(c.purl).toMatch(/^pkg:deb\/debian\/[^@]+@[^?]+\?arch=(amd64|all)&distro=debian-13$/);
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
-    // The bootstrap cluster's, and the application clusters' network plugin (flanneld and the flannel CNI plugin in their images).
-    expect(binaries.map((c) => c.name).sort()).toEqual(["coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"]);
+    // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
+    // and the compute nodes' release archives (containerd, runc, the CNI plugins, crictl, nerdctl).
+    const inArchives = OFFLINE_ARCHIVES.flatMap((a) => (a.binary ? [a.binary] : Object.values(a.members!)));
+    expect(binaries.map((c) => c.name).sort()).toEqual(["coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet", ...inArchives].sort());
+    const locations = (name: string) => binaries.find((c) => c.name === name)!.properties!.filter((p) => p.name === "icn-bootstrap:location").map((p) => p.value);
+    expect(locations("containerd")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/)]);
+    expect(locations("runc")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/opencontainers\/runc\/releases\/download\/v[\d.]+\/runc\.amd64$/)]);
     for (const b of binaries) {
       expect(b.purl).toMatch(/^pkg:golang\//);
       expect(b.properties!.find((p) => p.name === "icn-bootstrap:go:version")!.value).toMatch(/^go1\.\d+/);
@@ -126,11 +132,16 @@ describe("reproducible build", () => {
     expect(npm.map((c) => c.name)).toEqual(expect.arrayContaining(["@kubernetes/client-node", "@tus/server", "js-yaml"]));
     const bpa = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/bpa:"));
     expect(bpa.dependsOn.filter((r: string) => r.startsWith("npm:")).sort()).toEqual(npm.map((c) => c["bom-ref"]).sort());
+    // The runner image's PyPI packages (kubespray's pinned requirements), as pypi purls the image depends on.
+    const pypi = components.filter((c) => c.purl?.startsWith("pkg:pypi/"));
+    expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
+    const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
+    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(pypi.map((c) => c["bom-ref"]).sort());
     const files = components.filter((c) => c.type === "file");
     const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
     expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);
     const size = (await stat(path)).size;
-    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${npm.length} npm packages bundled, ${files.length} served files`);
+    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${npm.length} npm packages bundled, ${pypi.length} PyPI packages, ${files.length} served files`);
   });
 
   it("verify passes the USB image and the qcow2 as built", { timeout: VERIFY_TIMEOUT }, async () => {

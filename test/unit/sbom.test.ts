@@ -31,6 +31,17 @@ function input(): SbomInput {
     containerImages: [
       { ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianBase: true, binaries: [], npmPackages: [] },
       {
+        ref: "bootstrap.icn:5000/icn/kubespray-runner:2.31.0",
+        repository: "icn/kubespray-runner",
+        tags: ["2.31.0"],
+        digest: `sha256:${"7".repeat(64)}`,
+        source: "recipe",
+        debianBase: true,
+        binaries: [],
+        npmPackages: [],
+        pythonPackages: [{ name: "ansible-core", version: "2.18.19" }, { name: "jmespath", version: "1.1.0" }],
+      },
+      {
         ref: "bootstrap.icn:5000/icn/bpa:0.1.0",
         repository: "icn/bpa",
         tags: ["0.1.0", "latest"],
@@ -83,6 +94,10 @@ describe("CycloneDX SBOM", () => {
     expect(byName("none").licenses ?? []).toEqual([]);
     const bpaDeps = bom.dependencies.find((d: { ref: string }) => d.ref === "oci:bootstrap.icn:5000/icn/bpa:0.1.0").dependsOn;
     expect(bpaDeps).toEqual(expect.arrayContaining(["npm:@kubernetes/client-node@1.4.0", "npm:ws@8.18.3", "npm:none@0.1.0"]));
+    // The runner's PyPI packages: pypi purls, and the image depends on them.
+    expect(purls).toContain("pkg:pypi/ansible-core@2.18.19");
+    const runnerDeps = bom.dependencies.find((d: { ref: string }) => d.ref === "oci:bootstrap.icn:5000/icn/kubespray-runner:2.31.0").dependsOn;
+    expect(runnerDeps).toEqual(expect.arrayContaining(["pypi:ansible-core@2.18.19", "pypi:jmespath@1.1.0"]));
     const kubectl = bom.components.find((c: { name: string }) => c.name === "kubectl");
     expect(kubectl.hashes).toEqual([{ alg: "SHA-256", content: "d".repeat(64) }]);
     expect(kubectl.properties).toContainEqual({ name: "icn-bootstrap:go:version", value: "go1.26.8" });
