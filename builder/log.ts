@@ -15,7 +15,8 @@ export function formatBytes(bytes: number): string {
 export function formatSeconds(ms: number): string {
   const s = ms / 1000;
   if (s < 60) return `${s.toFixed(1)}s`;
-  return `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, "0")}s`;
+  const whole = Math.round(s); // rounded once, so 119.6 s is 2m00s, not 1m60s
+  return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, "0")}s`;
 }
 
 let quiet = false;

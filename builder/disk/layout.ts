@@ -36,24 +36,26 @@ export function stableUuid(seed: string, purpose: string): string {
 
 /**
  * GPT: 1 MiB BIOS boot partition (GRUB core.img), the EFI system partition, the site
- * partition, then the root filesystem, last so it can grow into the disk at first boot.
+ * partition (the appliance's; not on a compute node's OS image), then the root
+ * filesystem, last so it can grow into the disk at first boot.
  * The site partition is number 4 although it comes before the root, which keeps number 3.
  * Everything 1 MiB aligned, 1 MiB left at the end for the backup GPT.
  */
-export function planLayout(seed: string, espBytes: number, rootBytes: number): DiskLayout {
+export function planLayout(seed: string, espBytes: number, rootBytes: number, { site: withSite = true } = {}): DiskLayout {
   const mib = (bytes: number) => Math.ceil(bytes / (1024 * 1024)) * MIB_SECTORS;
   const bios: Partition = { number: 1, name: "BIOS boot", type: "EF02", start: MIB_SECTORS, sectors: MIB_SECTORS, guid: stableUuid(seed, "bios") };
   const esp: Partition = { number: 2, name: "EFI system", type: "EF00", start: bios.start + bios.sectors, sectors: mib(espBytes), guid: stableUuid(seed, "esp") };
   // 0700: "Microsoft basic data", which every laptop mounts when the stick is plugged in.
   const site: Partition = { number: 4, name: "ICN-SITE", type: "0700", start: esp.start + esp.sectors, sectors: mib(SITE_PARTITION_BYTES), guid: stableUuid(seed, "site") };
   // 8304: "Linux x86-64 root (/)" from the Discoverable Partitions Specification
-  const root: Partition = { number: 3, name: "root", type: "8304", start: site.start + site.sectors, sectors: mib(rootBytes), guid: stableUuid(seed, "root") };
+  const rootStart = withSite ? site.start + site.sectors : esp.start + esp.sectors;
+  const root: Partition = { number: 3, name: "root", type: "8304", start: rootStart, sectors: mib(rootBytes), guid: stableUuid(seed, "root") };
   return {
     diskGuid: stableUuid(seed, "disk"),
     totalSectors: root.start + root.sectors + MIB_SECTORS,
     bios,
     esp,
-    site,
+    ...(withSite ? { site } : {}),
     root,
     rootFsUuid: stableUuid(seed, "rootfs"),
   };

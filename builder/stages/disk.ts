@@ -1,23 +1,13 @@
-import { mkdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ApplianceDefinition } from "../definition.js";
 import { parseSize } from "../definition.js";
-import { installBiosBoot } from "../disk/bios-boot.js";
-import { debugfsErrors, timesScript } from "../disk/debugfs.js";
-import { ext4Manifest } from "../disk/contents.js";
-import { GRUB_BIOS_MODULES, GRUB_EFI_MODULES, earlyConfig, grubConfig } from "../disk/grub.js";
-import { SECTOR, planLayout, sgdiskArgs, type DiskLayout } from "../disk/layout.js";
+import { DIRS_JSON, LAYOUT_JSON, assembleDisk } from "../disk/assemble.js";
+import type { DiskLayout } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
 import { rootfsTar } from "./rootfs.js";
 
-export const DISK_IMAGE = "disk.raw";
-/** The root filesystem's contents manifest before the overlays (builder/disk/contents.ts). */
-export const BASE_CONTENTS = "contents.txt";
-const LAYOUT_JSON = "layout.json";
-const DIRS_JSON = "dirs.json";
-/** Unit files and enablement links of the root, so later stages can run `systemctl --root` on a small copy. */
-export const SYSTEMD_SHADOW = "systemd-shadow";
-const GRUB_LIB = "/usr/lib/grub";
+export { BASE_CONTENTS, DISK_IMAGE, SYSTEMD_SHADOW } from "../disk/assemble.js";
 /** Room kept in the root filesystem for the overlays, which are written into it later. */
 const OVERLAY_ROOM = 64 * 1024 * 1024;
 
@@ -37,84 +27,29 @@ export interface DiskDeps {
 export const LAYER_TREE = "tree";
 
 /**
- * The bootable base disk: GPT with a BIOS boot partition (GRUB core.img), the EFI
- * system partition (GRUB at the removable-media path) and the ext4 root made from the
- * root filesystem. The root tree is composed under fakeroot so ownership is right
- * without privileges; filesystems are made from directories (no loop devices or mounts).
- * Overlays are not in here: they change often and are written later (stages/image.ts).
+ * The appliance's bootable base disk (builder/disk/assemble.ts): GPT with the BIOS boot
+ * partition, the EFI system partition, the site partition and the ext4 root made from
+ * the root filesystem and the content layers. Overlays are not in here: they change
+ * often and are written later (stages/image.ts).
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../disk/assemble.ts"), join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
   inputs: ({ definition, epoch, rootfs, layers = [] }) => ({ epoch, rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
   async build(run, { definition, epoch, rootfs, layers = [] }) {
-    const work = join(run.out, "work");
-    const staging = join(work, "root");
-    const fakerootState = join(work, "fakeroot.state");
-    await mkdir(staging, { recursive: true });
-    const seed = [rootfs.key, ...layers.map((l) => l.key)].join(":");
-    const timeEnv = { SOURCE_DATE_EPOCH: String(epoch), E2FSPROGS_FAKE_TIME: String(epoch) };
-    const rootFsUuid = planLayout(seed, 0, 0).rootFsUuid;
-
-    run.log("unpacking the root filesystem");
-    await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: definition.console.serial, title: definition.name }));
-    await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", rootfsTar(rootfs.dir), staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW), ...layers.map((l) => join(l.dir, LAYER_TREE))], { env: timeEnv });
-    if (layers.length > 0) run.log(`added content layers: ${layers.map((l) => l.name).join(", ")}`);
-    const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
-    const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
-    await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
-
-    // The files' sizes plus a block per directory: not `du`, whose directory sizes depend on the build host's file system.
-    const fileSizes = (await run.exec("find", [staging, "-type", "f", "-printf", "%s\\n"])).split("\n").filter(Boolean);
-    const usedBytes = fileSizes.reduce((sum, size) => sum + Number(size), 0) + 4096 * dirs.length;
-    const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + OVERLAY_ROOM + parseSize(definition.disk.rootFree);
-    const layout = planLayout(seed, parseSize(definition.disk.espSize), rootBytes);
-    const rootImage = join(work, "root.ext4");
-    run.log(`making the ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
-    await run.exec("fakeroot", ["-i", fakerootState, "--", "mkfs.ext4", "-q", "-F", "-L", "icn-root", "-U", layout.rootFsUuid, "-E", `root_owner=0:0,hash_seed=${layout.rootFsUuid}`, "-d", staging, rootImage, `${layout.root.sectors / 2}k`], { env: timeEnv });
-    await rm(staging, { recursive: true, force: true });
-    // mkfs.ext4 -d copies each file's atime and ctime from the build host (E2FSPROGS_FAKE_TIME
-    // covers only what mkfs makes itself): set both to the epoch in every inode.
-    const timesFile = join(work, "times.debugfs");
-    await writeFile(timesFile, timesScript(["", ...paths], epoch));
-    const timesOutput = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", timesFile, rootImage], { env: timeEnv });
-    const timeErrors = debugfsErrors(timesOutput);
-    if (timeErrors.length > 0) throw new Error(`debugfs could not set the root filesystem's times:\n  ${timeErrors.slice(0, 10).join("\n  ")}`);
-    run.log("recording the root filesystem's contents (for verify)");
-    await writeFile(join(run.out, BASE_CONTENTS), await ext4Manifest(rootImage, join(work, "contents")));
-
-    run.log("making GRUB images and the EFI system partition");
-    const efiBinary = join(work, "BOOTX64.EFI");
-    const coreImg = join(work, "core.img");
-    await writeFile(join(work, "early.cfg"), earlyConfig(layout.rootFsUuid));
-    await run.exec("grub-mkimage", ["-O", "x86_64-efi", "-d", `${GRUB_LIB}/x86_64-efi`, "-o", efiBinary, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_EFI_MODULES]);
-    await run.exec("grub-mkimage", ["-O", "i386-pc", "-d", `${GRUB_LIB}/i386-pc`, "-o", coreImg, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_BIOS_MODULES]);
-    const espImage = join(work, "esp.vfat");
-    // --invariant: no creation time in the volume label entry; the serial is derived (-i); mtools takes file times from SOURCE_DATE_EPOCH.
-    await run.exec("mkfs.vfat", ["--invariant", "-F", "32", "-n", "ESP", "-i", layout.esp.guid.slice(0, 8), "-C", espImage, String(layout.esp.sectors / 2)], { env: timeEnv });
-    await run.exec("mmd", ["-i", espImage, "::/EFI", "::/EFI/BOOT"], { env: timeEnv });
-    // The removable-media path: firmware boots it from any USB stick without NVRAM entries.
-    await run.exec("mcopy", ["-i", espImage, efiBinary, "::/EFI/BOOT/BOOTX64.EFI"], { env: timeEnv });
-
-    run.log("assembling the GPT disk");
-    const disk = join(run.out, DISK_IMAGE);
-    await writeFile(disk, "");
-    await truncate(disk, layout.totalSectors * SECTOR);
-    await run.exec("sgdisk", [...sgdiskArgs(layout), disk]);
-    await writePartition(run.exec, espImage, disk, layout.esp.start);
-    await writePartition(run.exec, rootImage, disk, layout.root.start);
-    await installBiosBoot(disk, await readFile(`${GRUB_LIB}/i386-pc/boot.img`), await readFile(coreImg), layout.bios.start, layout.bios.sectors);
-    await rm(work, { recursive: true, force: true });
-    await writeFile(join(run.out, LAYOUT_JSON), JSON.stringify(layout, null, 2));
-    const info = await stat(disk);
-    run.log(`base disk ${Math.round(info.size / 1024 / 1024)} MiB (${Math.round((info.blocks * 512) / 1024 / 1024)} MiB allocated)`);
+    await assembleDisk(run, {
+      seed: [rootfs.key, ...layers.map((l) => l.key)].join(":"),
+      epoch,
+      rootfsTar: rootfsTar(rootfs.dir),
+      layers: layers.map((l) => join(l.dir, LAYER_TREE)),
+      title: definition.name,
+      serial: definition.console.serial,
+      espBytes: parseSize(definition.disk.espSize),
+      rootFreeBytes: OVERLAY_ROOM + parseSize(definition.disk.rootFree),
+      site: true,
+    });
   },
 };
-
-function writePartition(exec: (file: string, args: string[]) => Promise<string>, image: string, disk: string, startSector: number) {
-  // 1 MiB blocks (partitions are 1 MiB aligned); conv=sparse keeps the image's holes.
-  return exec("dd", [`if=${image}`, `of=${disk}`, "bs=1M", `seek=${(startSector * SECTOR) / (1024 * 1024)}`, "conv=notrunc,sparse", "status=none"]);
-}
 
 export async function readLayout(diskDir: string): Promise<DiskLayout> {
   return JSON.parse(await readFile(join(diskDir, LAYOUT_JSON), "utf8"));
@@ -123,22 +58,3 @@ export async function readLayout(diskDir: string): Promise<DiskLayout> {
 export async function readRootDirs(diskDir: string): Promise<Set<string>> {
   return new Set(JSON.parse(await readFile(join(diskDir, DIRS_JSON), "utf8")));
 }
-
-/**
- * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir, $5... layer trees.
- * Runs inside fakeroot: files are owned by root whatever user builds. Every mtime newer
- * than SOURCE_DATE_EPOCH (the layers' files, grub.cfg, the directories they went into)
- * is clamped to it.
- */
-const COMPOSE = `
-root="$2"; grubcfg="$3"; shadow="$4"
-tar --numeric-owner -xpf "$1" -C "$root"
-shift 4
-for layer in "$@"; do cp -r --preserve=mode,links --no-preserve=ownership "$layer"/. "$root"/; done
-mkdir -p "$root"/boot/grub "$shadow"/usr/lib/systemd "$shadow"/etc/systemd
-cp "$grubcfg" "$root"/boot/grub/grub.cfg
-cp -a "$root"/usr/lib/systemd/system "$shadow"/usr/lib/systemd/
-cp -a "$root"/etc/systemd/system "$shadow"/etc/systemd/
-ln -s usr/lib "$shadow"/lib
-find "$root" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-`;

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { OutputFormat } from "../definition.js";
-import type { Stage, StageResult } from "../stage.js";
+import type { Stage, StageResult, StageRun } from "../stage.js";
 import { DISK_IMAGE } from "./disk.js";
 
 export interface FormatsDeps {
@@ -19,13 +19,18 @@ export const qcow2Stage: Stage<FormatsDeps> = {
   inputs: ({ image, virtualBytes }) => ({ image: image.key, virtualBytes }),
   async build(run, { image, virtualBytes }) {
     run.log("converting the disk to compressed qcow2");
-    // No -W: out-of-order writes would store the compressed clusters in a different order each run.
     const raw = join(image.dir, DISK_IMAGE);
     const target = join(run.out, QCOW2);
-    await run.exec("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", "-c", "-o", "compression_type=zstd", "-m", "4", raw, target]);
+    await convertToQcow2(run, raw, target);
     if (virtualBytes > (await stat(raw)).size) await run.exec("qemu-img", ["resize", "-q", target, String(virtualBytes)]);
   },
 };
+
+/** A raw disk as zstd-compressed qcow2, the same bytes every time. */
+export async function convertToQcow2(run: Pick<StageRun, "exec">, raw: string, target: string): Promise<void> {
+  // No -W: out-of-order writes would store the compressed clusters in a different order each run.
+  await run.exec("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", "-c", "-o", "compression_type=zstd", "-m", "4", raw, target]);
+}
 
 export const FORMAT_EXTENSIONS: Record<OutputFormat, string> = { usb: ".img", qcow2: ".qcow2" };
 
