@@ -87,6 +87,11 @@ export const ApplianceDefinition = z
       })
       .strict()
       .default({}),
+    /**
+     * Disk images for the compute nodes (images/<name>/recipe.yaml with `os:`), built from
+     * their pinned Debian sets and served by the file server under os-images/.
+     */
+    osImages: z.array(z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an image recipe's name (images/<name>/)")).default([]),
     /** kubespray for the application clusters: its release tarball (lock file: artifacts.kubespray) and the runner image. */
     kubespray: z
       .object({ enabled: z.boolean().default(true) })

@@ -112,9 +112,12 @@ export async function saveLock(path: string, lock: LockFile): Promise<void> {
 }
 
 /** Every pinned Debian file of the lock (root filesystem and the images' sets), by set. */
-export function debianSets(lock: LockFile): { name: "rootfs" | "base" | "toolchain"; packages: Record<string, z.infer<typeof PinnedPackage>> }[] {
+export type DebianSetName = "rootfs" | "base" | "toolchain" | `os:${string}`;
+
+export function debianSets(lock: LockFile): { name: DebianSetName; packages: Record<string, z.infer<typeof PinnedPackage>> }[] {
   return [
     { name: "rootfs", packages: lock.debian.packages },
     ...(lock.images ? [{ name: "base" as const, packages: lock.images.debian.base.packages }, { name: "toolchain" as const, packages: lock.images.debian.toolchain.packages }] : []),
+    ...Object.entries(lock.images?.debian.os ?? {}).map(([name, set]) => ({ name: `os:${name}` as const, packages: set.packages })),
   ];
 }

@@ -22,6 +22,8 @@ import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type Over
 import { REGISTRY_STORAGE, SEEDED_JSON } from "./stages/registry.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
+import { buildOsImages } from "./images/os.js";
+import { readOsImage } from "./stages/os-image.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -111,6 +113,12 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
   layers.push(content.registry!, content.files);
   contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images!, content.registry!);
+  // The compute nodes' OS images, served by the file server beside kubespray's files.
+  const osImages = await buildOsImages({ definition, lock, stagesDir: cache });
+  for (const os of osImages) {
+    layers.push(os.image!);
+    contentStages.push(os.rootfs, os.image!);
+  }
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
   const epoch = sourceDateEpoch(lock.debian);
   const disk = await runStage(diskStage, { definition, epoch, rootfs, layers }, cache);
@@ -142,12 +150,13 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     epoch,
     lock,
     rootfsDir: rootfs.dir,
-    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : [])],
+    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const)],
     nodeBinaries,
     plan: content.plan,
     seeded: seeded.images,
     filesDir: content.files.dir,
     images: Object.entries(images).map(([format, image]) => ({ format, sha256: image.sha256 })),
+    osImages: await Promise.all(osImages.map((os) => readOsImage(os.image!))),
   });
   const contents = await readFile(join(image.dir, CONTENTS), "utf8");
   const layout = await readLayout(disk.dir);

@@ -3,7 +3,8 @@ import { join, resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
 import { ensureLockedDebs } from "../debian/fetch.js";
 import { describeMoved, movedPackages } from "../debian/pins.js";
-import { readArchives, resolveImageSets, sourcesFor } from "../debian/resolve.js";
+import { readArchives, resolveImageSets, resolveOsSets, sourcesFor } from "../debian/resolve.js";
+import { loadOsRecipe } from "../images/os.js";
 import { DEFAULT_DEFINITION, loadDefinition, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
@@ -22,9 +23,11 @@ export const lockImagesCommand: Command = {
 
 Re-pins the container images the project builds (images/<name>/recipe.yaml):
 1. resolves the Debian packages of the shared image base (the union of the recipes'
-   debian.packages) and of the C toolchain (gcc, libc6-dev) against the lock's archives
-   and pins each as a file (images.debian), printing what moved (old -> new);
-   --keep-packages keeps the pinned ones;
+   debian.packages), of the C toolchain (gcc, libc6-dev) and of each OS image of the
+   definition (osImages) against the lock's archives and pins each as a file
+   (images.debian), printing what moved (old -> new);
+   --keep-packages keeps the pinned ones (an OS image whose set is not pinned as
+   its recipe asks is still resolved);
 2. builds every image of the definition's lists (registry-seed/*.yaml) and writes each
    built image's manifest digest into its list (digest: sha256:...). Layers are cached
    by their inputs: only images whose inputs changed are rebuilt.
@@ -44,9 +47,25 @@ and commit it. A build fails when a built image's digest differs from its pin.
       const previous = await loadPreviousLock(lockPath);
       const resolution = await readArchives(sourcesFor(definition, previous, {}));
       const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
-      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {} }, images);
+      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {}, os: osPackagesOf(lock.images) }, images);
       lock = { ...lock, images };
       await saveLock(lockPath, lock);
+    } else {
+      // --keep-packages keeps what is pinned; an OS image whose set is not pinned (as it is asked for) is resolved.
+      const unpinned = [];
+      for (const name of definition.osImages) {
+        const pinned = lock.images.debian.os?.[name];
+        const requested = [...new Set((await loadOsRecipe(name)).debian.packages)].sort();
+        if (!pinned || JSON.stringify([...pinned.requested].sort()) !== JSON.stringify(requested)) unpinned.push(name);
+      }
+      if (unpinned.length > 0) {
+        const resolution = await readArchives(sourcesFor(definition, await loadPreviousLock(lockPath), {}));
+        const os = { ...(lock.images.debian.os ?? {}), ...(await resolveOsSets(definition, unpinned, lock, resolution, stagesDir())) };
+        const images = { ...lock.images, debian: { ...lock.images.debian, os } };
+        printImageMoves({ base: lock.images.debian.base.packages, toolchain: lock.images.debian.toolchain.packages, os: osPackagesOf(lock.images) }, images);
+        lock = { ...lock, images };
+        await saveLock(lockPath, lock);
+      }
     }
     await recordImageDigests(definition, lock, lockPath);
     if (values.upstream) await recordUpstreamDigests(definition);
@@ -55,12 +74,22 @@ and commit it. A build fails when a built image's digest differs from its pin.
 
 export type PinnedBefore = Record<string, { version: string; sha256?: string }>;
 
+/** The OS images' pinned sets, by recipe name. */
+export function osPackagesOf(images: LockFile["images"]): Record<string, PinnedBefore> {
+  return Object.fromEntries(Object.entries(images?.debian.os ?? {}).map(([name, set]) => [name, set.packages]));
+}
+
 /** Prints what moved in the images' sets (old -> new); true when anything did. */
-export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore }, images: NonNullable<LockFile["images"]>): boolean {
+export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore> }, images: NonNullable<LockFile["images"]>): boolean {
+  const sets: [string, PinnedBefore, PinnedBefore][] = [
+    ["base", before.base, images.debian.base.packages],
+    ["toolchain", before.toolchain, images.debian.toolchain.packages],
+    ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, PinnedBefore] => [`os.${name}`, before.os?.[name] ?? {}, set.packages]),
+  ];
   let any = false;
-  for (const set of ["base", "toolchain"] as const) {
-    const moved = movedPackages(before[set], images.debian[set].packages);
-    console.log(`images.debian.${set}: ${Object.keys(images.debian[set].packages).length} packages pinned, ${moved.length} moved`);
+  for (const [name, old, now] of sets) {
+    const moved = movedPackages(old, now as Parameters<typeof movedPackages>[1]);
+    console.log(`images.debian.${name}: ${Object.keys(now).length} packages pinned, ${moved.length} moved`);
     for (const line of describeMoved(moved)) console.log(`  ${line}`);
     any ||= moved.length > 0;
   }

@@ -118,7 +118,7 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   const indexes = await readIndexes(lock.debian.archives, lock.debian);
   const sets = debianSets(lock);
   const updated: LockFile = structuredClone(lock);
-  const target = { rootfs: updated.debian.packages, base: updated.images?.debian.base.packages, toolchain: updated.images?.debian.toolchain.packages };
+  const target = Object.fromEntries(debianSets(updated).map((set) => [set.name, set.packages])) as Record<string, Record<string, PinnedPackage>> & { rootfs: Record<string, PinnedPackage> };
   const moved: (Moved & { set: string })[] = [];
   for (const name of names) {
     const holders = sets.filter((s) => name in s.packages);

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { sha256Text } from "../cache.js";
 import type { ApplianceDefinition } from "../definition.js";
 import { buildContent } from "../images/pipeline.js";
+import { buildOsImages, loadOsRecipe } from "../images/os.js";
 import { TOOLCHAIN_PACKAGES, type ImagesLock } from "../images/lock.js";
 import type { LockFile, PreviousLock } from "../lockfile.js";
 import { log } from "../log.js";
@@ -67,14 +68,29 @@ export async function resolveRootfs(definition: ApplianceDefinition, { sources, 
 
 /** The images' base and toolchain sets, newest versions, pinned as files. */
 export async function resolveImageSets(definition: ApplianceDefinition, lock: LockFile, lockPath: string, { sources, indexes }: Resolution, stagesDir: string): Promise<ImagesLock> {
-  log("lock", "resolving the Debian packages of the images (shared base, C toolchain)");
+  log("lock", `resolving the Debian packages of the images (shared base, C toolchain${definition.osImages.length ? `, OS images ${definition.osImages.join(", ")}` : ""})`);
   const state = sha256Text(JSON.stringify(sources));
   const content = await buildContent({ definition, lock: { ...lock, debian: { ...lock.debian, ...sources } }, lockPath, stagesDir, resolve: state, record: true });
   const read = async (dir?: string): Promise<Record<string, string>> => (dir ? JSON.parse(await readFile(join(dir, IMAGE_PACKAGES_JSON), "utf8")) : {});
+  const os = await resolveOsSets(definition, definition.osImages, lock, { sources, indexes }, stagesDir);
   return {
     debian: {
       base: { requested: content.plan.basePackages, packages: pinInstalled(await read(content.imageBase?.dir), indexes) },
       toolchain: { requested: TOOLCHAIN_PACKAGES, packages: pinInstalled(await read(content.imageCompile?.dir), indexes) },
+      ...(Object.keys(os).length > 0 ? { os } : {}),
     },
   };
+}
+
+/** The named OS images' Debian sets, newest versions, pinned as files. */
+export async function resolveOsSets(definition: ApplianceDefinition, names: string[], lock: LockFile, { sources, indexes }: Resolution, stagesDir: string): Promise<Record<string, ImagesLock["debian"]["base"]>> {
+  const state = sha256Text(JSON.stringify(sources));
+  const os: Record<string, ImagesLock["debian"]["base"]> = {};
+  const only = { ...definition, osImages: names };
+  for (const image of await buildOsImages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, resolve: state })) {
+    const recipe = await loadOsRecipe(image.name);
+    const installed: Record<string, string> = JSON.parse(await readFile(join(image.rootfs.dir, IMAGE_PACKAGES_JSON), "utf8"));
+    os[image.name] = { requested: [...new Set(recipe.debian.packages)].sort(), packages: pinInstalled(installed, indexes) };
+  }
+  return os;
 }

@@ -8,13 +8,21 @@ import { PinnedSet } from "../debian/schema.js";
  *   stored once in the registry): the union of the recipes' packages.
  * - `toolchain`: gcc and libc for static C programs (the pause container) and the C part
  *   of Go programs that need cgo (libseccomp for runc, pkg-config to find it).
+ * - `os.<recipe>`: the root of an OS image (the compute nodes' disk image, recipe `os:`).
  */
 export const PackageSet = PinnedSet;
 export type PackageSet = z.infer<typeof PackageSet>;
 
 export const ImagesLock = z
   .object({
-    debian: z.object({ base: PackageSet, toolchain: PackageSet }).strict(),
+    debian: z
+      .object({
+        base: PackageSet,
+        toolchain: PackageSet,
+        /** Each OS image recipe's own set (a bootable root, not a container layer), by recipe name. */
+        os: z.record(z.string(), PackageSet).optional(),
+      })
+      .strict(),
   })
   .strict();
 export type ImagesLock = z.infer<typeof ImagesLock>;

@@ -19,6 +19,11 @@
  *     version: "3.13"                  # the image's Debian python3; into /usr/local/lib/python3.13/dist-packages
  *   compile:                           # static C programs, built with the pinned Debian toolchain
  *     - { name: pause, source: "module:kubernetes:build/pause/linux/pause.c", cflags: [-Os, -static] }
+ *   os:                                # instead of a container image: a bootable disk image for
+ *     file: debian-13-compute-node.qcow2 #   compute nodes, served as os-images/<file> (+ .sha256sum)
+ *     rootFree: 256MiB                 #   room left in its root filesystem (it grows at first boot)
+ *                                      #   its debian.packages are its own set (images.debian.os.<name>),
+ *                                      #   its copies only recipe:<file>
  *   entrypoint: ["node", "/opt/bpa/bpa.mjs"]
  *   cmd: []
  *   env: {}
@@ -67,6 +72,13 @@ export const Recipe = z
       .strict()
       .optional(),
     copy: z.array(Copy).default([]),
+    os: z
+      .object({
+        file: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\.qcow2$/, "a file name ending in .qcow2"),
+        rootFree: z.string().regex(/^\d+(\.\d+)?\s*(KiB|MiB|GiB)$/, "a size such as 256MiB").default("256MiB"),
+      })
+      .strict()
+      .optional(),
     entrypoint: z.array(z.string()).optional(),
     cmd: z.array(z.string()).optional(),
     env: z.record(z.string(), z.string()).default({}),

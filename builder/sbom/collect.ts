@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { execa } from "execa";
 import { ContentStore } from "../cache.js";
-import { debianSets, type LockFile } from "../lockfile.js";
+import { debianSets, type DebianSetName, type LockFile } from "../lockfile.js";
 import type { ImagesPlan } from "../images/plan.js";
 import type { ArtifactResult } from "../sources/index.js";
 import { FILES_JSON, FILES_REPO_PATH, type ServedManifestEntry } from "../stages/files.js";
@@ -24,13 +24,15 @@ export interface CollectOptions {
   epoch: number;
   lock: LockFile;
   rootfsDir: string;
-  /** Which Debian sets went in (base and toolchain only when images were built from recipes). */
-  sets: ("rootfs" | "base" | "toolchain")[];
+  /** Which Debian sets went in (base and toolchain only when images were built from recipes; os:<name> per OS image). */
+  sets: DebianSetName[];
   nodeBinaries: ArtifactResult[];
   plan: ImagesPlan;
   seeded: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[];
   filesDir: string;
   images: { format: string; sha256: string }[];
+  /** The OS images the file server serves (path under its root). */
+  osImages?: { name: string; path: string; sha256: string }[];
 }
 
 export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput> {
@@ -57,7 +59,10 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
     }
   }
   const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: ServedManifestEntry[] };
-  const files = served.files.map(({ path, sha256, from }) => ({ path: `/${FILES_REPO_PATH}/${path}`, sha256, from }));
+  const files = [
+    ...served.files.map(({ path, sha256, from }) => ({ path: `/${FILES_REPO_PATH}/${path}`, sha256, from })),
+    ...(opts.osImages ?? []).map((o) => ({ path: `/${o.path}`, sha256: o.sha256, from: `os-image:${o.name}` })),
+  ];
   for (const f of served.files) {
     const location = `file server /${FILES_REPO_PATH}/${f.path}`;
     if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), location);

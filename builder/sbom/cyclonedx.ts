@@ -18,8 +18,8 @@ import type { GoBuildInfo } from "./go-buildinfo.js";
 export const SBOM_SPEC = Spec.Spec1dot6;
 
 export interface SbomDebianPackage {
-  /** rootfs: the appliance's root; base: the container images' shared base layer; toolchain: used to compile, not shipped. */
-  set: "rootfs" | "base" | "toolchain";
+  /** rootfs: the appliance's root; base: the container images' shared base layer; toolchain: used to compile, not shipped; os:<name>: a compute nodes' OS image. */
+  set: "rootfs" | "base" | "toolchain" | `os:${string}`;
   name: string;
   version: string;
   architecture: string;

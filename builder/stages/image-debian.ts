@@ -49,7 +49,7 @@ export interface ImageBaseDeps {
   resolve?: string;
 }
 
-function choice(set: PackageSet, resolve: string | undefined, what: string): PackageChoice {
+export function choice(set: PackageSet, resolve: string | undefined, what: string): PackageChoice {
   if (resolve) return { resolve: set.requested };
   const missing = set.requested.filter((name) => !(name in set.packages));
   if (missing.length > 0 || Object.keys(set.packages).length === 0) {
@@ -61,12 +61,12 @@ function choice(set: PackageSet, resolve: string | undefined, what: string): Pac
   return { pinned: set.packages };
 }
 
-function pinnedInputs({ debian, set, resolve }: ImageBaseDeps) {
+export function pinnedInputs({ debian, set, resolve }: ImageBaseDeps) {
   const { suite, components, archives } = debian;
   return { suite, components, archives, requested: set.requested, pinned: resolve ? { newestAt: resolve } : fileDigests(set.packages) };
 }
 
-function checkPinned(installed: Record<string, string>, set: PackageSet, what: string): void {
+export function checkPinned(installed: Record<string, string>, set: PackageSet, what: string): void {
   const pinned = versionsOf(set.packages);
   const drift = Object.entries(installed).filter(([n, v]) => pinned[n] !== v).map(([n, v]) => `${n} ${v} (locked ${pinned[n] ?? "-"})`);
   if (drift.length > 0) throw new UserError(`the image ${what} set differs from the lock file: ${drift.slice(0, 8).join("; ")}`, "run 'icn-bootstrap lock-images' to re-pin it");

@@ -23,7 +23,8 @@ export async function writeDefinition(patch: (definition: Record<string, any>) =
   return join(dir, "appliance.yaml");
 }
 
-/** The appliance without the Kubernetes cluster: first boot, network, identity only (fast boots). */
+/** The appliance without the Kubernetes cluster (and without the compute nodes' OS image): first boot, network, identity only (fast boots). */
 export const withoutKubernetes = (definition: Record<string, any>) => {
   definition.kubernetes = { ...definition.kubernetes, enabled: false };
+  definition.osImages = [];
 };
