@@ -15,7 +15,7 @@ import { stagesDir } from "../pipeline.js";
 import { runStage } from "../stage.js";
 import { requestedPackages, rootfsStage } from "../stages/rootfs.js";
 import type { Command } from "./command.js";
-import { printImageMoves, recordImageDigests } from "./lock-images.js";
+import { osPackagesOf, printImageMoves, recordImageDigests } from "./lock-images.js";
 
 export const lockCommand: Command = {
   name: "lock",
@@ -25,7 +25,8 @@ export const lockCommand: Command = {
        icn-bootstrap lock --check
 
 Resolves every Debian package set of the definition (the root filesystem, and the
-images' shared base and C toolchain) against the archives' signed indexes: the suite,
+images' shared base and C toolchain, the compute nodes' OS images) against the archives'
+signed indexes: the suite,
 <suite>-updates and <suite>-security (debian.updates / debian.security in the
 definition). Each package is pinned as a file: version, architecture, pool path, sha256
 and size, with the Date of the index it came from. Builds fetch exactly those files (the
@@ -95,6 +96,7 @@ async function resolveAll(definition: ApplianceDefinition, lockPath: string, opt
     {
       base: pinned?.images?.debian.base.packages ?? versionRecords(previous?.versions.base),
       toolchain: pinned?.images?.debian.toolchain.packages ?? versionRecords(previous?.versions.toolchain),
+      os: osPackagesOf(pinned?.images),
     },
     images,
   );
