@@ -27,11 +27,12 @@ export const lockCommand: Command = {
 Resolves every Debian package set of the definition (the root filesystem, the images'
 shared base and C toolchain, the compute nodes' OS images) against the archives' signed
 indexes: the suite, <suite>-updates and <suite>-security (debian.updates /
-debian.security in the definition). Each package is pinned as a file: version, architecture, pool path, sha256
-and size, with the Date of the index it came from. Builds fetch exactly those files (the
-cache, then the pool, then the snapshot archive) and never rewrite the lock. Prints what
-moved (old -> new); when an image's packages moved, rebuilds the images and writes their
-digests into registry-seed/ (as lock-images does). Other pinned artifacts are kept.
+debian.security in the definition). Each package is pinned as a file: version,
+architecture, pool path, sha256 and size, with the Date of the index it came from.
+Builds fetch exactly those files (the cache, then the pool, then the snapshot archive)
+and never rewrite the lock. Prints what moved (old -> new); when an image's packages
+moved, rebuilds the images and writes their digests into registry-seed/ (as lock-images
+does). Other pinned artifacts are kept.
 
   --update           the same as no option: re-resolve everything
   --update NAME...   re-pin only these packages (wherever they are pinned) to the newest
