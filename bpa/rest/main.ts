@@ -85,6 +85,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
     filesBase: (host) => filesBase(config, host),
     auth: new Authenticator(kc, config.namespace),
     clients,
+    namespace: config.namespace,
     log,
     ...(config.plainHttp ? {} : { tls: { certFile: config.tlsCert!, keyFile: config.tlsKey!, reloadMs: config.tlsReloadSeconds * 1000 } }),
   });

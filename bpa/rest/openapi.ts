@@ -58,6 +58,7 @@ export function openApiDocument(): Record<string, unknown> {
             format: { enum: ["qcow2", "raw"], description: "BareMetalHost spec.image.format" },
             size: { type: "integer" },
             published: { type: "string", format: "date-time" },
+            source: { enum: ["upload", "build"], description: "upload: published through this API; build: made by the appliance's build (the compute nodes' image)" },
           },
         },
         Provisioning: {
@@ -123,7 +124,7 @@ export function openApiDocument(): Record<string, unknown> {
         },
         delete: { summary: "Abandon an upload in progress (tus termination)", parameters: [uploadId], responses: { "204": { description: "Removed" }, "404": error, ...authErrors } },
       },
-      "/api/v1/os-images": { get: { summary: "Published OS images with the URL and checksum a BareMetalHost's spec.image takes", responses: { ...list("#/components/schemas/OsImage"), ...authErrors } } },
+      "/api/v1/os-images": { get: { summary: "The OS images on the file server (published uploads and the build's own) with the URL and checksum a BareMetalHost's spec.image takes", responses: { ...list("#/components/schemas/OsImage"), ...authErrors } } },
       "/api/v1/provisionings": { get: { summary: "Every Provisioning's install state, read from the Kubernetes API", responses: { ...list("#/components/schemas/Provisioning"), ...authErrors } } },
       "/api/v1/hosts": { get: { summary: "BareMetalHosts (empty without Metal3's CRD)", responses: { ...list("#/components/schemas/Host"), ...authErrors } } },
     },

@@ -7,6 +7,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
+import { BUILT_OS_IMAGE_LABEL, BUILT_OS_IMAGE_LABEL_VALUE, readBuiltOsImage, type BuiltOsImage } from "../../common/os-images.js";
 import { errorMessage, statusCode, type Clients } from "../controller/kube.js";
 import type { Logger } from "../controller/log.js";
 import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Permission } from "./auth.js";
@@ -43,6 +44,8 @@ export interface ApiServerOptions {
   filesBase: (host: string | undefined) => string;
   auth: Authenticator;
   clients: Clients;
+  /** The API's own namespace: where the build's OS images are announced. */
+  namespace: string;
   log: Logger;
   /** PEM files, re-read when the certificate file changes (checked every reloadMs). */
   tls?: { certFile: string; keyFile: string; reloadMs?: number };
@@ -121,6 +124,17 @@ export class ApiServer {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  /** The build's OS images, announced by ConfigMaps in the API's namespace (common/os-images.ts); none when they cannot be read. */
+  private async builtOsImages(): Promise<BuiltOsImage[]> {
+    try {
+      const list = await this.o.clients.core.listNamespacedConfigMap({ namespace: this.o.namespace, labelSelector: `${BUILT_OS_IMAGE_LABEL}=${BUILT_OS_IMAGE_LABEL_VALUE}` });
+      return list.items.flatMap((cm) => readBuiltOsImage(cm.data) ?? []).sort((a, b) => a.name.localeCompare(b.name));
+    } catch (error) {
+      this.o.log.warn("cannot list the build's OS images", { namespace: this.o.namespace, error: String(error) });
+      return [];
+    }
+  }
+
   private async check(req: IncomingMessage, permission: Permission): Promise<string> {
     const caller = await this.o.auth.authenticate(req.headers.authorization);
     await this.o.auth.authorize(caller, permission);
@@ -173,8 +187,11 @@ export class ApiServer {
         await this.check(req, LIST_UPLOADS);
         const base = this.o.filesBase(req.headers.host);
         const images = (await this.o.uploads.list()).filter((u) => u.kind === "os-image" && u.state === "published").map((u) => withUrls(u, base));
+        const uploaded = images.map((u) => ({ name: u.name, url: u.url, checksum: u.checksumUrl, checksumType: "sha256", sha256: u.sha256, format: u.format, size: u.size, published: u.finished, source: "upload" }));
+        // The build's own (the compute nodes' image), unless an upload of the same name is served in its place.
+        const built = (await this.builtOsImages()).filter((b) => !uploaded.some((u) => u.name === b.name));
         return sendJson(res, 200, {
-          items: images.map((u) => ({ name: u.name, url: u.url, checksum: u.checksumUrl, checksumType: "sha256", sha256: u.sha256, format: u.format, size: u.size, published: u.finished })),
+          items: [...uploaded, ...built.map((b) => ({ name: b.name, url: `${base}${b.path}`, checksum: `${base}${b.path}.sha256sum`, checksumType: "sha256", sha256: b.sha256, format: b.format, size: b.size, source: "build" }))],
         });
       }
       case `${API}/provisionings`:

@@ -5,7 +5,8 @@
  *   sources, systemd-networkd and -resolved on) and with no per-machine identity;
  * - `os-image`: that root as a bootable GPT disk (builder/disk/assemble.ts, no site
  *   partition), converted to compressed qcow2 and laid out as a content layer of the
- *   appliance's file server: os-images/<file> and <file>.sha256sum.
+ *   appliance's file server: os-images/<file> and <file>.sha256sum, announced to the
+ *   REST API by a ConfigMap among the first-boot manifests (common/os-images.ts).
  */
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -16,8 +17,10 @@ import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
 import type { Stage, StageResult } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
 import { checkPinned, choice, pinnedInputs, type ImageBaseDeps } from "./image-debian.js";
+import { builtOsImageManifest } from "../../common/os-images.js";
 import { FILES_ROOT } from "./files.js";
 import { convertToQcow2 } from "./formats.js";
+import { MANIFESTS_TARGET } from "./overlays.js";
 import { rootfsTar } from "./rootfs.js";
 
 export const PACKAGES_JSON = "packages.json";
@@ -87,7 +90,7 @@ export interface OsImageDeps {
 
 export const osImageStage: Stage<OsImageDeps> = {
   name: "os-image",
-  sources: [import.meta.filename, join(import.meta.dirname, "formats.ts"), join(import.meta.dirname, "../disk/assemble.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../../common/os-images.ts"), join(import.meta.dirname, "formats.ts"), join(import.meta.dirname, "../disk/assemble.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts")],
   inputs: ({ name, file, rootFree, epoch, rootfs }) => ({ name, file, rootFree, epoch, rootfs: rootfs.key }),
   async build(run, { name, file, rootFree, epoch, rootfs }) {
     await assembleDisk(run, { seed: `${name}:${rootfs.key}`, epoch, rootfsTar: rootfsTar(rootfs.dir), layers: [], title: name, serial: "ttyS0,115200", espBytes: 64 * 1024 * 1024, rootFreeBytes: parseSize(rootFree), site: false });
@@ -101,6 +104,10 @@ export const osImageStage: Stage<OsImageDeps> = {
     await writeFile(`${target}.sha256sum`, `${sha256}  ${file}\n`);
     const { size } = await stat(target);
     await writeFile(join(run.out, OS_IMAGE_JSON), JSON.stringify({ name, path: `${OS_IMAGES_PATH}/${file}`, sha256, size }, null, 2));
+    // Announced to the REST API (GET /api/v1/os-images) by a ConfigMap among the manifests applied at first boot.
+    const manifests = join(run.out, "tree", MANIFESTS_TARGET, "bpa");
+    await mkdir(manifests, { recursive: true });
+    await writeFile(join(manifests, `os-image-${name}.yaml`), builtOsImageManifest({ name: file, path: `/${OS_IMAGES_PATH}/${file}`, sha256, size, format: "qcow2" }, name));
     run.log(`${OS_IMAGES_PATH}/${file}: ${Math.round(size / 1024 / 1024)} MiB, sha256 ${sha256.slice(0, 12)}`);
   },
 };

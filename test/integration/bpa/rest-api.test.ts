@@ -20,7 +20,9 @@ import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import type { V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
+import yaml from "js-yaml";
+import { builtOsImageManifest } from "../../../common/os-images.js";
 import { applyCrds, clients, createHost, createProvisioning, deleteNamespace, kubeConfig, loadKubeYaml, newNamespace, setJobStatus, waitFor } from "./helpers.js";
 import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
 
@@ -306,6 +308,24 @@ describe("uploads", () => {
       }),
     );
     expect(await readFile(published("os-images", "ubuntu-test.qcow2.sha256sum"), "utf8")).toBe(`${sha256(qcow2)}  ubuntu-test.qcow2\n`);
+  });
+
+  it("lists the build's OS image (the ConfigMap the build writes among the first-boot manifests) until an upload of the same name replaces it", async () => {
+    const built = { name: "debian-13-compute-node.qcow2", path: "/os-images/debian-13-compute-node.qcow2", sha256: "a".repeat(64), size: 260898304, format: "qcow2" as const };
+    const manifest = yaml.load(builtOsImageManifest(built, "compute-node", ns)) as V1ConfigMap;
+    await c.core.createNamespacedConfigMap({ namespace: ns, body: manifest });
+    // A ConfigMap that is not an OS image announcement is not listed, a malformed one neither.
+    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "bad-os-image", labels: manifest.metadata!.labels }, data: { name: "x.qcow2", path: "/os-images/x.qcow2", sha256: "nope", size: "1", format: "qcow2" } } });
+    const listed = await viewer.json<{ items: Record<string, unknown>[] }>("/api/v1/os-images");
+    expect(listed.status).toBe(200);
+    expect(listed.body.items.filter((i) => i.source === "build")).toEqual([
+      { name: built.name, url: `http://127.0.0.1:8080${built.path}`, checksum: `http://127.0.0.1:8080${built.path}.sha256sum`, checksumType: "sha256", sha256: built.sha256, format: "qcow2", size: built.size, source: "build" },
+    ]);
+    // nginx serves a published file of that name first (icn-bootstrap-files.conf): so does the list.
+    const replacement = Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 3]), randomBytes(4096)]);
+    expect((await uploader.upload("os-image", built.name, replacement)).status).toBe(200);
+    const after = (await viewer.json<{ items: Record<string, unknown>[] }>("/api/v1/os-images")).body.items.filter((i) => i.name === built.name);
+    expect(after).toEqual([expect.objectContaining({ source: "upload", sha256: sha256(replacement) })]);
   });
 
   it("finishes an upload that was complete when the server stopped, after its restart", async () => {
