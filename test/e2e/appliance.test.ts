@@ -222,6 +222,11 @@ describe("the appliance", () => {
     expect(listed.status).toBe(200);
     expect(listed.body.items).toContainEqual(expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }));
     expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/e2e-os.qcow2.sha256sum")).stdout).toContain(sha256(osBytes));
+    // The build's compute-node image is listed beside it, and served with its checksum file.
+    const builtImage = (listed.body.items as { name: string; source: string; sha256: string; url: string }[]).find((i) => i.source === "build");
+    expect(builtImage).toMatchObject({ name: "debian-13-compute-node.qcow2", url: "http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2" });
+    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2.sha256sum")).stdout).toBe(`${builtImage!.sha256}  debian-13-compute-node.qcow2`);
+    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2 | sha256sum")).stdout.split(" ")[0]).toBe(builtImage!.sha256);
 
     // A container image, pulled back by digest the way a compute node's containerd does:
     // over TLS from bootstrap.icn:5000, trusting the site CA.
