@@ -16,14 +16,13 @@ import { DISK_IMAGE, assembleDisk } from "../disk/assemble.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
 import type { Stage, StageResult } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
-import { checkPinned, choice, pinnedInputs, type ImageBaseDeps } from "./image-debian.js";
+import { PACKAGES_JSON, checkPinned, choice, pinnedInputs, type ImageBaseDeps } from "./image-debian.js";
 import { builtOsImageManifest } from "../../common/os-images.js";
 import { FILES_ROOT } from "./files.js";
 import { convertToQcow2 } from "./formats.js";
 import { MANIFESTS_TARGET } from "./overlays.js";
-import { rootfsTar } from "./rootfs.js";
+import { DPKG_EXCLUDES, rootfsTar } from "./rootfs.js";
 
-export const PACKAGES_JSON = "packages.json";
 /** The served images, under the file server's root. */
 export const OS_IMAGES_PATH = "os-images";
 export const OS_IMAGE_JSON = "os-image.json";
@@ -41,9 +40,6 @@ export interface OsRootfsDeps extends ImageBaseDeps {
   files: OsFile[];
   epoch: number;
 }
-
-/** Documentation is dropped; copyright files stay. */
-const DPKG_EXCLUDES = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*", "path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/locale/*", "path-include=/usr/share/locale/locale.alias"];
 
 /** After the packages and the recipe's files: offline apt, the network units, no identity baked in. */
 const FINISH = [

@@ -57,7 +57,7 @@ const CUSTOMIZE = [
 ].join(" && ");
 
 /** Documentation is dropped to keep the image small; copyright files stay. */
-const DPKG_EXCLUDES = [
+export const DPKG_EXCLUDES = [
   "path-exclude=/usr/share/man/*",
   "path-exclude=/usr/share/info/*",
   "path-exclude=/usr/share/doc/*",
