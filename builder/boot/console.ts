@@ -1,4 +1,4 @@
-import { open } from "node:fs/promises";
+import { open, type FileHandle } from "node:fs/promises";
 
 /**
  * The guest's serial console, written by QEMU to a file and read here as it grows.
@@ -13,6 +13,8 @@ export class ConsoleTail {
   private timer?: NodeJS.Timeout;
   private reading = false;
   private readonly decoder = new TextDecoder("utf-8");
+  private readonly buffer = Buffer.alloc(64 * 1024);
+  private file?: FileHandle;
 
   constructor(
     private readonly path: string,
@@ -28,6 +30,8 @@ export class ConsoleTail {
     clearInterval(this.timer);
     while (this.reading) await new Promise((resolve) => setTimeout(resolve, 20));
     await this.poll();
+    await this.file?.close();
+    this.file = undefined;
     if (this.pending) this.emit(this.pending);
     this.pending = "";
   }
@@ -36,18 +40,13 @@ export class ConsoleTail {
     if (this.reading) return;
     this.reading = true;
     try {
-      const file = await open(this.path, "r").catch(() => undefined);
-      if (!file) return; // QEMU has not created it yet
-      try {
-        const buffer = Buffer.alloc(64 * 1024);
-        for (;;) {
-          const { bytesRead } = await file.read(buffer, 0, buffer.length, this.offset);
-          if (bytesRead === 0) break;
-          this.offset += bytesRead;
-          this.take(this.decoder.decode(buffer.subarray(0, bytesRead), { stream: true }));
-        }
-      } finally {
-        await file.close();
+      this.file ??= await open(this.path, "r").catch(() => undefined);
+      if (!this.file) return; // QEMU has not created it yet
+      for (;;) {
+        const { bytesRead } = await this.file.read(this.buffer, 0, this.buffer.length, this.offset);
+        if (bytesRead === 0) break;
+        this.offset += bytesRead;
+        this.take(this.decoder.decode(this.buffer.subarray(0, bytesRead), { stream: true }));
       }
     } finally {
       this.reading = false;

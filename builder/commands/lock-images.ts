@@ -3,8 +3,9 @@ import { join, resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
 import { ensureLockedDebs } from "../debian/fetch.js";
 import { describeMoved, movedPackages } from "../debian/pins.js";
+import type { PinnedPackage } from "../debian/schema.js";
 import { readArchives, resolveImageSets, resolveOsSets, sourcesFor } from "../debian/resolve.js";
-import { loadOsRecipe } from "../images/os.js";
+import { unpinnedOsImages } from "../images/os.js";
 import { DEFAULT_DEFINITION, loadDefinition, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
@@ -52,12 +53,7 @@ and commit it. A build fails when a built image's digest differs from its pin.
       await saveLock(lockPath, lock);
     } else {
       // --keep-packages keeps what is pinned; an OS image whose set is not pinned (as it is asked for) is resolved.
-      const unpinned = [];
-      for (const name of definition.osImages) {
-        const pinned = lock.images.debian.os?.[name];
-        const requested = [...new Set((await loadOsRecipe(name)).debian.packages)].sort();
-        if (!pinned || JSON.stringify([...pinned.requested].sort()) !== JSON.stringify(requested)) unpinned.push(name);
-      }
+      const unpinned = await unpinnedOsImages(definition.osImages, lock);
       if (unpinned.length > 0) {
         const resolution = await readArchives(sourcesFor(definition, await loadPreviousLock(lockPath), {}));
         const os = { ...(lock.images.debian.os ?? {}), ...(await resolveOsSets(definition, unpinned, lock, resolution, stagesDir())) };
@@ -81,14 +77,14 @@ export function osPackagesOf(images: LockFile["images"]): Record<string, PinnedB
 
 /** Prints what moved in the images' sets (old -> new); true when anything did. */
 export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore> }, images: NonNullable<LockFile["images"]>): boolean {
-  const sets: [string, PinnedBefore, PinnedBefore][] = [
+  const sets: [string, PinnedBefore, Record<string, PinnedPackage>][] = [
     ["base", before.base, images.debian.base.packages],
     ["toolchain", before.toolchain, images.debian.toolchain.packages],
-    ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, PinnedBefore] => [`os.${name}`, before.os?.[name] ?? {}, set.packages]),
+    ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [`os.${name}`, before.os?.[name] ?? {}, set.packages]),
   ];
   let any = false;
   for (const [name, old, now] of sets) {
-    const moved = movedPackages(old, now as Parameters<typeof movedPackages>[1]);
+    const moved = movedPackages(old, now);
     console.log(`images.debian.${name}: ${Object.keys(now).length} packages pinned, ${moved.length} moved`);
     for (const line of describeMoved(moved)) console.log(`  ${line}`);
     any ||= moved.length > 0;

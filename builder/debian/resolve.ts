@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { sha256Text } from "../cache.js";
 import type { ApplianceDefinition } from "../definition.js";
 import { buildContent } from "../images/pipeline.js";
-import { buildOsImages, loadOsRecipe } from "../images/os.js";
+import { buildOsImages, loadOsRecipe, requestedOsPackages } from "../images/os.js";
 import { TOOLCHAIN_PACKAGES, type ImagesLock } from "../images/lock.js";
 import type { LockFile, PreviousLock } from "../lockfile.js";
 import { log } from "../log.js";
@@ -88,9 +88,8 @@ export async function resolveOsSets(definition: ApplianceDefinition, names: stri
   const os: Record<string, ImagesLock["debian"]["base"]> = {};
   const only = { ...definition, osImages: names };
   for (const image of await buildOsImages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, resolve: state })) {
-    const recipe = await loadOsRecipe(image.name);
     const installed: Record<string, string> = JSON.parse(await readFile(join(image.rootfs.dir, IMAGE_PACKAGES_JSON), "utf8"));
-    os[image.name] = { requested: [...new Set(recipe.debian.packages)].sort(), packages: pinInstalled(installed, indexes) };
+    os[image.name] = { requested: requestedOsPackages(await loadOsRecipe(image.name)), packages: pinInstalled(installed, indexes) };
   }
   return os;
 }

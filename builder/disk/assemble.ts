@@ -41,9 +41,17 @@ export interface DiskPlan {
   rootFreeBytes: number;
   /** The appliance's ICN-SITE partition. */
   site: boolean;
+  /**
+   * What the appliance's later stages and `verify` read besides the disk: DIRS_JSON,
+   * BASE_CONTENTS (a debugfs pass over the whole root) and SYSTEMD_SHADOW.
+   */
+  records: boolean;
 }
 
-/** Writes DISK_IMAGE, LAYOUT_JSON, DIRS_JSON, BASE_CONTENTS and SYSTEMD_SHADOW into run.out. */
+/** The modules a disk depends on: part of the cache key of every stage that assembles one. */
+export const ASSEMBLE_SOURCES = [import.meta.filename, ...["contents.ts", "debugfs.ts", "grub.ts", "layout.ts", "bios-boot.ts"].map((f) => join(import.meta.dirname, f))];
+
+/** Writes DISK_IMAGE and LAYOUT_JSON into run.out, with `records` also DIRS_JSON, BASE_CONTENTS and SYSTEMD_SHADOW. */
 export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskLayout> {
   const work = join(run.out, "work");
   const staging = join(work, "root");
@@ -54,11 +62,11 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
 
   run.log("unpacking the root filesystem");
   await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: plan.serial, title: plan.title }));
-  await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", plan.rootfsTar, staging, join(work, "grub.cfg"), join(run.out, SYSTEMD_SHADOW), ...plan.layers], { env: timeEnv });
+  await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", plan.rootfsTar, staging, join(work, "grub.cfg"), join(plan.records ? run.out : work, SYSTEMD_SHADOW), ...plan.layers], { env: timeEnv });
   if (plan.layers.length > 0) run.log(`added ${plan.layers.length} content layer${plan.layers.length === 1 ? "" : "s"}`);
   const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
   const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
-  await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
+  if (plan.records) await writeFile(join(run.out, DIRS_JSON), JSON.stringify(dirs));
 
   // The files' sizes plus a block per directory: not `du`, whose directory sizes depend on the build host's file system.
   const fileSizes = (await run.exec("find", [staging, "-type", "f", "-printf", "%s\\n"])).split("\n").filter(Boolean);
@@ -76,8 +84,10 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const timesOutput = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", timesFile, rootImage], { env: timeEnv });
   const timeErrors = debugfsErrors(timesOutput);
   if (timeErrors.length > 0) throw new Error(`debugfs could not set the root filesystem's times:\n  ${timeErrors.slice(0, 10).join("\n  ")}`);
-  run.log("recording the root filesystem's contents (for verify)");
-  await writeFile(join(run.out, BASE_CONTENTS), await ext4Manifest(rootImage, join(work, "contents")));
+  if (plan.records) {
+    run.log("recording the root filesystem's contents (for verify)");
+    await writeFile(join(run.out, BASE_CONTENTS), await ext4Manifest(rootImage, join(work, "contents")));
+  }
 
   run.log("making GRUB images and the EFI system partition");
   const efiBinary = join(work, "BOOTX64.EFI");

@@ -40,17 +40,30 @@ async function recipeFiles(recipe: Recipe): Promise<OsFile[]> {
   );
 }
 
+/** The Debian packages an OS recipe asks for, as its lock set records them (`requested`). */
+export function requestedOsPackages(recipe: Recipe): string[] {
+  return [...new Set(recipe.debian.packages)].sort();
+}
+
+/** The named OS images whose set the lock does not pin as their recipes ask. */
+export async function unpinnedOsImages(names: string[], lock: LockFile): Promise<string[]> {
+  const unpinned: string[] = [];
+  for (const name of names) {
+    const requested = requestedOsPackages(await loadOsRecipe(name)); // first: a container recipe is named as such
+    const pinned = lock.images?.debian.os?.[name];
+    if (!pinned || JSON.stringify([...pinned.requested].sort()) !== JSON.stringify(requested)) unpinned.push(name);
+  }
+  return unpinned;
+}
+
 /** Builds each OS image of the definition from its pinned set (or, resolving, only its root with the newest packages). */
 export async function buildOsImages(opts: { definition: ApplianceDefinition; lock: LockFile; stagesDir: string; resolve?: string }): Promise<BuiltOsImage[]> {
   const built: BuiltOsImage[] = [];
+  const [unpinned] = opts.resolve ? [] : await unpinnedOsImages(opts.definition.osImages, opts.lock);
+  if (unpinned) throw new UserError(`the OS image ${unpinned} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${unpinned})`, "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)");
   for (const name of opts.definition.osImages) {
     const recipe = await loadOsRecipe(name);
-    const requested = [...new Set(recipe.debian.packages)].sort();
-    const pinned = opts.lock.images?.debian.os?.[name];
-    if (!opts.resolve && (!pinned || JSON.stringify([...pinned.requested].sort()) !== JSON.stringify(requested))) {
-      throw new UserError(`the OS image ${name} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${name})`, "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)");
-    }
-    const set = { requested, packages: opts.resolve ? {} : pinned!.packages };
+    const set = { requested: requestedOsPackages(recipe), packages: opts.resolve ? {} : opts.lock.images!.debian.os![name]!.packages };
     const epoch = sourceDateEpoch(opts.lock.debian);
     const rootfs = await runStage(osRootfsStage, { debian: debianSource(opts.lock), set, resolve: opts.resolve, name, files: await recipeFiles(recipe), epoch }, opts.stagesDir);
     if (opts.resolve) {

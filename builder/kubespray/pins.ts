@@ -24,7 +24,15 @@ export interface ServedArchive {
   versionVar: string;
   checksumsVar: string;
   /** The built binaries in it (files.json and the SBOM list them). */
-  contains?: { path: string; artifact: string; sha256: string }[];
+  contains?: ArchiveMember[];
+}
+
+/** A built binary in a served release archive. */
+export interface ArchiveMember {
+  /** Its path in the archive (the file's own name for a bare binary). */
+  path: string;
+  artifact: string;
+  sha256: string;
 }
 
 export interface PinInputs {

@@ -4,7 +4,7 @@
  * file server), the seeded images and the file server's files.
  */
 import { readFile } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { join } from "node:path";
 import { execa } from "execa";
 import { ContentStore } from "../cache.js";
 import { debianSets, type DebianSetName, type LockFile } from "../lockfile.js";
@@ -66,8 +66,8 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
   for (const f of served.files) {
     const location = `file server /${FILES_REPO_PATH}/${f.path}`;
     if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), location);
-    // A release archive's binaries (containerd, runc, nerdctl, …): by the artifact they were copied from.
-    for (const member of f.contains ?? []) add(member.sha256, member.artifact, store.pathOf(member.sha256), member.path === basename(f.path) ? location : `${location}:${member.path}`);
+    // A release archive's binaries (containerd, nerdctl, …), by the artifact they were copied from; a bare binary (runc.amd64) is the file itself.
+    for (const member of f.contains ?? []) add(member.sha256, member.artifact, store.pathOf(member.sha256), member.sha256 === f.sha256 ? location : `${location}:${member.path}`);
   }
 
   const goBinaries: SbomGoBinary[] = [];

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ApplianceDefinition } from "../definition.js";
 import { parseSize } from "../definition.js";
-import { DIRS_JSON, LAYOUT_JSON, assembleDisk } from "../disk/assemble.js";
+import { ASSEMBLE_SOURCES, DIRS_JSON, LAYOUT_JSON, assembleDisk } from "../disk/assemble.js";
 import type { DiskLayout } from "../disk/layout.js";
 import type { Stage, StageResult } from "../stage.js";
 import { rootfsTar } from "./rootfs.js";
@@ -34,7 +34,7 @@ export const LAYER_TREE = "tree";
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/assemble.ts"), join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts"), join(import.meta.dirname, "../disk/bios-boot.ts")],
+  sources: [import.meta.filename, ...ASSEMBLE_SOURCES],
   inputs: ({ definition, epoch, rootfs, layers = [] }) => ({ epoch, rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
   async build(run, { definition, epoch, rootfs, layers = [] }) {
     await assembleDisk(run, {
@@ -47,6 +47,7 @@ export const diskStage: Stage<DiskDeps> = {
       espBytes: parseSize(definition.disk.espSize),
       rootFreeBytes: OVERLAY_ROOM + parseSize(definition.disk.rootFree),
       site: true,
+      records: true,
     });
   },
 };

@@ -18,7 +18,7 @@ import { basename, dirname, join } from "node:path";
 import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
 import { OFFLINE_ARCHIVES } from "../kubespray/components.js";
-import { kubesprayPins, renderPins, type ServedArchive, type ServedFile } from "../kubespray/pins.js";
+import { kubesprayPins, renderPins, type ArchiveMember, type ServedArchive, type ServedFile } from "../kubespray/pins.js";
 import type { LockFile } from "../lockfile.js";
 import { artifactPaths, ensureArtifacts } from "../sources/index.js";
 import type { Stage, StageRun } from "../stage.js";
@@ -44,13 +44,6 @@ export interface ServedManifestEntry {
   sha256: string;
   from: string;
   contains?: ArchiveMember[];
-}
-
-export interface ArchiveMember {
-  /** Its path in the archive (the file's own name for a bare binary). */
-  path: string;
-  artifact: string;
-  sha256: string;
 }
 
 export interface FilesDeps {

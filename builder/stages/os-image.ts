@@ -12,7 +12,7 @@ import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { sha256File } from "../cache.js";
 import { parseSize } from "../definition.js";
-import { DISK_IMAGE, assembleDisk } from "../disk/assemble.js";
+import { ASSEMBLE_SOURCES, DISK_IMAGE, assembleDisk } from "../disk/assemble.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
 import type { Stage, StageResult } from "../stage.js";
 import { parseDpkgStatus, readTarMember } from "../tar-read.js";
@@ -86,10 +86,10 @@ export interface OsImageDeps {
 
 export const osImageStage: Stage<OsImageDeps> = {
   name: "os-image",
-  sources: [import.meta.filename, join(import.meta.dirname, "../../common/os-images.ts"), join(import.meta.dirname, "formats.ts"), join(import.meta.dirname, "../disk/assemble.ts"), join(import.meta.dirname, "../disk/layout.ts"), join(import.meta.dirname, "../disk/grub.ts")],
+  sources: [import.meta.filename, join(import.meta.dirname, "../../common/os-images.ts"), join(import.meta.dirname, "formats.ts"), ...ASSEMBLE_SOURCES],
   inputs: ({ name, file, rootFree, epoch, rootfs }) => ({ name, file, rootFree, epoch, rootfs: rootfs.key }),
   async build(run, { name, file, rootFree, epoch, rootfs }) {
-    await assembleDisk(run, { seed: `${name}:${rootfs.key}`, epoch, rootfsTar: rootfsTar(rootfs.dir), layers: [], title: name, serial: "ttyS0,115200", espBytes: 64 * 1024 * 1024, rootFreeBytes: parseSize(rootFree), site: false });
+    await assembleDisk(run, { seed: `${name}:${rootfs.key}`, epoch, rootfsTar: rootfsTar(rootfs.dir), layers: [], title: name, serial: "ttyS0,115200", espBytes: 64 * 1024 * 1024, rootFreeBytes: parseSize(rootFree), site: false, records: false });
     const dir = join(run.out, "tree", FILES_ROOT, OS_IMAGES_PATH);
     await mkdir(dir, { recursive: true });
     const target = join(dir, file);
