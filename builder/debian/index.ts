@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { execa } from "execa";
 import { UserError } from "../errors.js";
@@ -108,12 +108,23 @@ async function fetchBytes(url: string, what: string): Promise<Buffer> {
   return Buffer.from(await response.arrayBuffer());
 }
 
-/** gpgv checks the clearsigned text against the keyring and writes out only what the signature covers. */
+/**
+ * gpgv checks the clearsigned text against the keyring and writes out only what the signature covers.
+ * It runs with a home of its own (nothing of ~/.gnupg takes part). A failure to *read the keyring*
+ * (gpgv's keydb errors) is tried once more: CI saw one of three gpgv runs on the same keyring, at
+ * the same moment, report it once under load. A retry cannot let a bad signature through: only a
+ * signature that verifies against the keyring ever passes.
+ */
 async function verifySigned(signed: Buffer, keyring: string, url: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "icn-inrelease-"));
   try {
     await writeFile(join(dir, "InRelease"), signed);
-    const result = await execa("gpgv", ["--keyring", keyring, "--output", join(dir, "Release"), join(dir, "InRelease")], { reject: false, all: true });
+    const gpgv = async () => {
+      await rm(join(dir, "Release"), { force: true });
+      return execa("gpgv", ["--homedir", dir, "--keyring", resolve(keyring), "--output", join(dir, "Release"), join(dir, "InRelease")], { reject: false, all: true });
+    };
+    let result = await gpgv();
+    if (result.failed && /keydb_\w+ failed/.test(String(result.all))) result = await gpgv();
     if (result.failed) {
       const detail = String(result.all ?? "").trim().split("\n").slice(-3).join("; ");
       throw new UserError(`the signature of ${url} does not verify against ${keyring}: ${detail}`, "the index is not from the archive you trust: check the mirror; for another archive, name its keyring in the lock file (debian.keyring)");
