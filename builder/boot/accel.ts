@@ -27,7 +27,7 @@ export async function chooseAccel(probeArgs: string[], override?: Accel): Promis
   if (cached?.bootId === bootId) return cached.accel;
 
   log("boot-test", "probing KVM (booting the image for up to 30 s)");
-  const child = execa("qemu-system-x86_64", ["-accel", "kvm", "-cpu", "host", ...probeArgs], { reject: false, timeout: 30_000, all: true });
+  const child = execa("qemu-system-x86_64", ["-accel", "kvm", "-cpu", "host", ...probeMachine(probeArgs)], { reject: false, timeout: 30_000, all: true });
   let works = false;
   child.all?.on("data", (chunk: Buffer) => {
     if (/Linux version \d/.test(chunk.toString())) {
@@ -41,4 +41,20 @@ export async function chooseAccel(probeArgs: string[], override?: Accel): Promis
   await mkdir(cacheRoot(), { recursive: true });
   await writeFile(cacheFile, JSON.stringify({ bootId, accel }));
   return accel;
+}
+
+/**
+ * The machine to probe with: the console on stdout (where the probe looks for the kernel's
+ * first line; the boot itself writes it to a file) and no NIC (a tap device can be opened
+ * by one QEMU at a time).
+ */
+export function probeMachine(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const [option, value] = [args[i]!, args[i + 1] ?? ""];
+    const dropped = option === "-chardev" || option === "-serial" || option === "-netdev" || option === "-nic" || (option === "-device" && /^virtio-net-pci\b/.test(value));
+    if (dropped) i++;
+    else out.push(option);
+  }
+  return [...out, "-serial", "stdio"];
 }

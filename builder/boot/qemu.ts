@@ -26,6 +26,11 @@ export interface BootOptions {
   accel?: Accel;
   /** Extra `-nic user` options such as hostfwd=tcp:127.0.0.1:6443-:6443. */
   hostForwards?: string[];
+  /**
+   * The first NIC on a tap device the caller made (its own network, e.g. in a network
+   * namespace of a test) instead of QEMU's user network; hostForwards do not apply then.
+   */
+  tap?: { ifname: string; mac: string };
   /** Called for every console line (for callers that watch more than the marker). */
   onLine?: (line: string) => void;
   /**
@@ -122,9 +127,13 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   } else {
     args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
   }
-  // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
-  const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
-  args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
+  if (options.tap) {
+    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}`);
+  } else {
+    // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
+    const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
+    args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
+  }
   (options.extraDisks ?? []).forEach((disk, i) => {
     const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;
     args.push("-drive", `if=none,id=extra${i},format=${file.endsWith(".qcow2") ? "qcow2" : "raw"},file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}${serial ? `,serial=${serial}` : ""}`);
