@@ -45,6 +45,9 @@ export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record
     enable_nodelocaldns: false,
     enable_dns_autoscaler: false,
     loadbalancer_apiserver_type: "haproxy",
+    // kube-proxy in iptables mode: kubespray's default, ipvs, needs ipvsadm on every node,
+    // which the compute nodes' OS image does not carry (it has what this profile installs).
+    kube_proxy_mode: "iptables",
     // How the runner logs in.
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,

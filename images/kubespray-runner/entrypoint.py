@@ -206,7 +206,8 @@ class FailureWatch:
     """Follows ansible-playbook's output (default callback) for the first task that failed: its name, host and message."""
 
     TASK = re.compile(r"^TASK \[(.+)\] \*+")
-    FATAL = re.compile(r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*?\))?: (FAILED|UNREACHABLE)! => (.*)$")
+    # "fatal: [host]: FAILED! => {...}", and a loop's "failed: [host] (item=...) => {...}".
+    FATAL = re.compile(r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*?\))?(?:: (FAILED|UNREACHABLE)!)? => (.*)$")
 
     def __init__(self):
         self.task = None
@@ -225,7 +226,7 @@ class FailureWatch:
             return
         m = self.FATAL.match(line)
         if m and not self.first:
-            self._pending = (m.group(1), m.group(2), [m.group(3)])
+            self._pending = (m.group(1), m.group(2) or "FAILED", [m.group(3)])
             if m.group(3).rstrip().endswith("}") or not m.group(3).strip().startswith("{"):
                 self._finish()
 
