@@ -18,6 +18,8 @@ export interface OfflineArchive {
   path: (version: string) => string;
   /** Members: path in the archive -> artifact (binary) name. Absent: the binary itself, not an archive. */
   members?: Record<string, string>;
+  /** The directory the members are in, for archives whose top directory names the version (etcd's). */
+  memberDir?: (version: string) => string;
   binary?: string;
   /** kubespray's version variable and checksum table. */
   versionVar: string;
@@ -86,9 +88,24 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
   },
 ];
 
+/** An archive's members at their paths in it (under its versioned directory, if it has one) -> artifact name. */
+export function archiveMembers(archive: OfflineArchive, version: string): Record<string, string> {
+  const dir = archive.memberDir?.(version);
+  return Object.fromEntries(Object.entries(archive.members ?? {}).map(([path, binary]) => [dir ? `${dir}/${path}` : path, binary]));
+}
+
 const CNI_PLUGINS = Object.keys(OFFLINE_GROUPS.find((g) => g.name === "cni-plugins")!.binaries);
 
 export const OFFLINE_ARCHIVES: OfflineArchive[] = [
+  {
+    // Fetched by kubespray's etcdctl_etcdutl role for etcdctl and etcdutl, even though kubeadm runs etcd itself.
+    entry: "etcd",
+    path: (v) => `github.com/etcd-io/etcd/releases/download/v${v}/etcd-v${v}-linux-amd64.tar.gz`,
+    memberDir: (v) => `etcd-v${v}-linux-amd64`,
+    members: { etcd: "etcd", etcdctl: "etcdctl", etcdutl: "etcdutl" },
+    versionVar: "etcd_version",
+    checksumsVar: "etcd_binary_checksums",
+  },
   {
     entry: "containerd",
     path: (v) => `github.com/containerd/containerd/releases/download/v${v}/containerd-${v}-linux-amd64.tar.gz`,

@@ -71,7 +71,11 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   const coredns = tagOf(inputs.images, "registry.k8s.io/coredns/coredns", "cluster DNS");
   const pause = tagOf(inputs.images, "registry.k8s.io/pause", "the pod sandbox");
   const archives: Record<string, unknown> = {};
+  const etcdVersion = etcdTag.replace(/^v/, "").replace(/-\d+$/, "");
   for (const a of inputs.archives ?? []) {
+    if (a.versionVar === "etcd_version" && a.version !== etcdVersion) {
+      throw new UserError(`kubespray pins: the file server's etcd tarball is ${a.version}, the registry's etcd image ${etcdTag}`, "pin one etcd version for both (icn-bootstrap lock-artifacts, lock-images)");
+    }
     archives[a.versionVar] = a.version;
     archives[a.checksumsVar] = { [arch]: { [a.version]: `sha256:${a.sha256}` } };
   }
@@ -89,9 +93,10 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   // of these checksum tables: the one version served.
   return {
     ...checksums,
-    // etcd as kubeadm runs it (a static pod) from the registry's etcd image: no etcd tarball.
+    // etcd as kubeadm runs it (a static pod) from the registry's etcd image; kubespray still
+    // takes etcdctl and etcdutl from the release tarball (served, with its checksum, below).
     etcd_deployment_type: "kubeadm",
-    etcd_version: etcdTag.replace(/^v/, "").replace(/-\d+$/, ""),
+    etcd_version: etcdVersion,
     etcd_image_repo: "{{ kube_image_repo }}/etcd",
     etcd_image_tag: etcdTag,
     coredns_version: coredns.replace(/^v/, ""),

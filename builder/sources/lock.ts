@@ -16,6 +16,8 @@ export interface GroupSpec {
   module: string;
   version: string;
   binaries: Record<string, string>;
+  /** Other modules of the same project whose commands the group builds too, at the same version. */
+  alsoRequires?: string[];
   /** Extra replace directives for the wrapper, computed from the module's own go.mod. */
   replaces?: (moduleGoMod: string) => string[];
   /** Where the module's metadata came from, for the generated go.mod's header. */
@@ -105,6 +107,16 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
       replaces: (goMod) => kubernetesStagingReplaces(goMod, version),
     },
     { name: "etcd", module: "go.etcd.io/etcd/server/v3", version: etcd, binaries: { etcd: "go.etcd.io/etcd/server/v3" }, note: `the etcd version kubeadm ${version} deploys` },
+    // kubespray puts etcdctl and etcdutl on control-plane nodes from etcd's release tarball
+    // even when kubeadm runs etcd (roles/etcdctl_etcdutl): the tarball is served, so they are built.
+    {
+      name: "etcdctl",
+      module: "go.etcd.io/etcd/etcdctl/v3",
+      alsoRequires: ["go.etcd.io/etcd/etcdutl/v3"],
+      version: etcd,
+      binaries: { etcdctl: "go.etcd.io/etcd/etcdctl/v3", etcdutl: "go.etcd.io/etcd/etcdutl/v3" },
+      note: `etcd's command-line tools, at the etcd version kubeadm ${version} deploys`,
+    },
     { name: "coredns", module: "github.com/coredns/coredns", version: coredns, binaries: { coredns: "github.com/coredns/coredns" }, note: `the CoreDNS version kubeadm ${version} deploys` },
   ];
 }
@@ -133,7 +145,7 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
     `go ${go}`,
     ...(godebug.length ? ["", ...godebug] : []),
     "",
-    `require ${spec.module} ${spec.version}`,
+    ...(spec.alsoRequires?.length ? ["require (", ...[spec.module, ...spec.alsoRequires].map((m) => `\t${m} ${spec.version}`), ")"] : [`require ${spec.module} ${spec.version}`]),
     ...(replaces.length ? ["", "replace (", ...replaces.map((r) => `\t${r}`), ")"] : []),
     "",
     "tool (",

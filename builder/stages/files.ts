@@ -17,7 +17,7 @@ import { chmod, copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
-import { OFFLINE_ARCHIVES } from "../kubespray/components.js";
+import { archiveMembers, OFFLINE_ARCHIVES } from "../kubespray/components.js";
 import { kubesprayPins, renderPins, type ArchiveMember, type ServedArchive, type ServedFile } from "../kubespray/pins.js";
 import type { LockFile } from "../lockfile.js";
 import { artifactPaths, ensureArtifacts } from "../sources/index.js";
@@ -147,17 +147,18 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
       run.log(`${path} (sha256 ${sha256.slice(0, 12)})`);
       continue;
     }
-    for (const [member, binary] of Object.entries(archive.members ?? {})) {
+    const memberBinaries = archiveMembers(archive, version);
+    for (const [member, binary] of Object.entries(memberBinaries)) {
       await mkdir(dirname(join(staging, member)), { recursive: true });
       await copyFile(paths[binary]!, join(staging, member));
       await chmod(join(staging, member), 0o755);
     }
-    const members = Object.keys(archive.members ?? {}).sort();
+    const members = Object.keys(memberBinaries).sort();
     await run.exec("bash", ["-o", "pipefail", "-c", 'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"', "tar", staging, ...members], { env: { TARGET: target } });
     await rm(staging, { recursive: true, force: true });
     const sha256 = await sha256File(target);
     await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);
-    const contains = members.map((member) => ({ path: member, artifact: archive.members![member]!, sha256: basename(paths[archive.members![member]!]!) }));
+    const contains = members.map((member) => ({ path: member, artifact: memberBinaries[member]!, sha256: basename(paths[memberBinaries[member]!]!) }));
     served.push({ entry: archive.entry, path, sha256, version, versionVar: archive.versionVar, checksumsVar: archive.checksumsVar, contains });
     run.log(`${path} (${members.length} file${members.length === 1 ? "" : "s"}, sha256 ${sha256.slice(0, 12)})`);
   }

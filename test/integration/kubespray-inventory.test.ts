@@ -25,7 +25,7 @@ import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js"
 import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/pipeline.js";
-import { OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
+import { archiveMembers, OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
 import { FILES_ROOT, KUBESPRAY_PINS } from "../../builder/stages/files.js";
 import { REPO } from "../helpers/cli.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
@@ -191,7 +191,8 @@ describe("what kubespray downloads for the BPA's inventory", () => {
       }
     }
     console.log(`kubespray downloads for a master and a worker: ${checked.length} served and checked (${checked.join(", ")}); not served: ${missing.length}`);
-    expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `etcd:${content.selection.images.find((i) => i.repository === "etcd")!.tag}`]));
+    const etcdVersion = ((await loadLock(DEFAULT_LOCK)).artifacts.etcd as { version: string }).version;
+    expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `github.com/etcd-io/etcd/releases/download/${etcdVersion}/etcd-${etcdVersion}-linux-amd64.tar.gz`, `etcd:${content.selection.images.find((i) => i.repository === "etcd")!.tag}`]));
     expect(missing, "kubespray downloads these, and the appliance does not serve them").toEqual([]);
   });
 });
@@ -205,13 +206,17 @@ describe("the compute nodes' release archives on the file server", () => {
       const version = (lock.artifacts[archive.entry] as { version: string }).version.replace(/^v/, "");
       const file = join(repo, archive.path(version));
       const members = (await execa("tar", ["-tzvf", file])).stdout.split("\n");
-      expect(members.map((l) => l.split(/\s+/).pop()).sort(), archive.entry).toEqual(Object.keys(archive.members!).sort());
+      expect(members.map((l) => l.split(/\s+/).pop()).sort(), archive.entry).toEqual(Object.keys(archiveMembers(archive, version)).sort());
       for (const line of members) expect(line, archive.entry).toMatch(/^-rwxr-xr-x 0\/0 .* 1970-01-01 00:00 /);
       expect(await readFile(`${file}.sha256sum`, "utf8")).toBe(`${await sha256(file)}  ${basename(file)}\n`);
       await mkdir(join(extract, archive.entry), { recursive: true });
       await execa("tar", ["-xzf", file, "-C", join(extract, archive.entry)]);
     }
     expect((await execa(join(extract, "containerd/bin/containerd"), ["--version"])).stdout).toContain("v2.2.3");
+    // etcd's tarball, for the etcdctl and etcdutl kubespray installs on control-plane nodes.
+    const etcd = (lock.artifacts.etcd as { version: string }).version.replace(/^v/, "");
+    expect((await execa(join(extract, `etcd/etcd-v${etcd}-linux-amd64/etcdctl`), ["version"])).stdout).toContain(`etcdctl version: ${etcd}`);
+    expect((await execa(join(extract, `etcd/etcd-v${etcd}-linux-amd64/etcdutl`), ["version"])).stdout).toContain(`etcdutl version: ${etcd}`);
     expect((await execa(join(extract, "crictl/crictl"), ["--version"])).stdout).toContain("1.36.0");
     expect((await execa(join(extract, "nerdctl/nerdctl"), ["--version"])).stdout).toBe("nerdctl version 2.0.4");
     // runc is a bare static binary (cgo, linked with the pinned toolchain's libseccomp).
