@@ -36,6 +36,11 @@ beforeAll(async () => {
       },
     },
     {
+      path: "example.test/hello-tools",
+      version: "v1.0.0",
+      files: { "go.mod": "module example.test/hello-tools\n\ngo 1.22\n", "main.go": 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello-tools from v1.0.0") }\n' },
+    },
+    {
       path: "example.test/future",
       version: "v1.0.0",
       files: { "go.mod": "module example.test/future\n\ngo 1.99.0\n", "main.go": "package main\n\nfunc main() {}\n" },
@@ -84,6 +89,18 @@ describe("gomod source", () => {
     expect(lines.some((l) => /^hello: cache entry for hello is corrupted.*rebuilding$/.test(l))).toBe(true);
     expect(after!.sha256).toBe(before!.sha256); // reproducible build
     expect(await new ContentStore().get(after!.sha256)).toBe(after!.path);
+  });
+
+  it("builds commands of a project's second module at the same version (alsoRequires)", async () => {
+    const lock4 = join(root, "two-modules", "appliance.lock.yaml");
+    const both: GroupSpec = { ...hello, name: "both", alsoRequires: ["example.test/hello-tools"], binaries: { hello: "example.test/hello/cmd/hello", "hello-tools": "example.test/hello-tools" } };
+    await lockArtifacts({ lockPath: lock4, groups: [both], goEnv, log });
+    const goMod = await readFile(join(root, "two-modules/go/both/go.mod"), "utf8");
+    expect(goMod).toMatch(/^\texample\.test\/hello v1\.0\.0\b/m);
+    expect(goMod).toMatch(/^\texample\.test\/hello-tools v1\.0\.0\b/m);
+    const built = await ensureArtifacts({ lockPath: lock4, goEnv, log });
+    expect(built.map((b) => b.name).sort()).toEqual(["hello", "hello-tools"]);
+    expect(execFileSync(built.find((b) => b.name === "hello-tools")!.path, { encoding: "utf8" })).toBe("hello-tools from v1.0.0\n");
   });
 
   it("fails on a module version that does not exist, naming the artifact and the fix", async () => {
