@@ -172,9 +172,11 @@ async function makePki(dir: string): Promise<Pki> {
       throw new Error(`openssl ${args.join(" ")} failed (is openssl installed? scripts/setup-host.sh installs it): ${(error as { stderr?: Buffer }).stderr?.toString() ?? error}`);
     }
   };
-  openssl(["req", "-x509", ...ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-subj", "/CN=icn-bootstrap-test-ca"]);
+  // Key usages as kubeadm's CA and certificates have them: clients that verify strictly
+  // (Python 3.13's default context, the kubespray runner's) refuse a CA without them.
+  openssl(["req", "-x509", ...ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-subj", "/CN=icn-bootstrap-test-ca", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign"]);
   const leaf = (name: string, subject: string, ext: string[]) =>
-    openssl(["req", "-x509", ...ec, "-keyout", p(`${name}.key`), "-out", p(`${name}.crt`), "-subj", subject, "-CA", p("ca.crt"), "-CAkey", p("ca.key"), "-addext", "basicConstraints=critical,CA:FALSE", ...ext.flatMap((e) => ["-addext", e])]);
+    openssl(["req", "-x509", ...ec, "-keyout", p(`${name}.key`), "-out", p(`${name}.crt`), "-subj", subject, "-CA", p("ca.crt"), "-CAkey", p("ca.key"), "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature,keyEncipherment", ...ext.flatMap((e) => ["-addext", e])]);
   leaf("apiserver", "/CN=kube-apiserver", ["extendedKeyUsage=serverAuth", "subjectAltName=IP:127.0.0.1,DNS:localhost"]);
   leaf("admin", "/O=system:masters/CN=icn-bootstrap-test-admin", ["extendedKeyUsage=clientAuth"]);
   const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
