@@ -1,0 +1,332 @@
+/**
+ * `npm run e2e:kubespray`: the real kubespray installs an application cluster on a compute
+ * node that can reach nothing but the appliance's registry and file server.
+ *
+ * Everything runs in a network namespace of its own (the npm script starts the run under
+ * `unshare --net`): its loopback, and one tap device shared with the compute node VM
+ * (10.124.0.1 here, 10.124.0.2 the node). Nothing routes anywhere else: a new namespace
+ * does not forward.
+ *
+ * Real: the build's OS image (the node's disk, with the BPA's cloud-init user-data on a
+ * NoCloud seed and a static address), the build's seeded registry (docker-registry behind
+ * TLS of a site CA made here) and file server tree (nginx), a kube-apiserver, the BPA
+ * operator (in this process) making the SSH key, the inventory, the kubespray variables and
+ * the install Job for a Provisioning and a BareMetalHost, the runner image (its root
+ * filesystem, entrypoint and environment) running the real kubespray v2.31.0 cluster.yml,
+ * the kubeconfig handed back into the Provisioning's Secret, then `kubectl get nodes` and a
+ * pod pulled through the appliance's registry in the new cluster.
+ *
+ * STAND-IN: no kubelet runs the Job; test/helpers/job-standin.ts runs its container as a
+ * kubelet would and writes the Job's status as the Job controller would. The
+ * BareMetalHost's status is written by the test, as Metal3 would once the node is
+ * provisioned (Metal3 is issue 9).
+ *
+ * Under TCG this takes long (README "Tests": e2e); the phases print their times.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig, type V1Job } from "@kubernetes/client-node";
+import { execa, type ResultPromise } from "execa";
+import yaml from "js-yaml";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig, type BpaConfig } from "../../bpa/config/config.js";
+import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeLogger } from "../../bpa/controller/log.js";
+import { sshObjectNames } from "../../bpa/jobs/objects.js";
+import { Operator } from "../../bpa/operator.js";
+import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
+import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
+import { buildOsImages } from "../../builder/images/os.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { stagesDir } from "../../builder/pipeline.js";
+import { startRegistry, type RegistryServer } from "../../builder/registry/server.js";
+import { FILES_ROOT } from "../../builder/stages/files.js";
+import { readOsImage } from "../../builder/stages/os-image.js";
+import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
+import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
+import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
+import { bmh } from "../fixtures/bpa/hosts.js";
+import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { REPO } from "../helpers/cli.js";
+import { readImageConfig, runJobAsKubelet, type ImageConfig, type JobRun } from "../helpers/job-standin.js";
+import { unpackImage } from "../helpers/oci-rootfs.js";
+import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
+
+const TAP = "icnks0";
+const HOST_IP = "10.124.0.1";
+const NODE_IP = "10.124.0.2";
+const NODE_MAC = "52:54:00:12:40:02";
+const NODE_NAME = "compute-a";
+const NODE_MEMORY_MIB = Number(process.env.ICN_E2E_NODE_MEMORY_MIB ?? 6144);
+const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
+const REGISTRY_HOST = `${HOST_IP}:5000`;
+const FILES_REPO = `http://${HOST_IP}:8080/kubespray`;
+const NAMESPACE = "site";
+const PROVISIONING = "cluster-a";
+const CLOUD_INIT_DONE = /Cloud-init v\. \S+ finished at .*Datasource (\S+)/;
+const HOUR = 3600_000;
+
+const started = Date.now();
+const phases: string[] = [];
+function phase(what: string): void {
+  const line = `[${((Date.now() - started) / 60_000).toFixed(1).padStart(5)} min] ${what}`;
+  phases.push(line);
+  console.log(`e2e:kubespray ${line}`);
+}
+
+let work: string;
+let content: ContentResult;
+let kube: KubeTestServer;
+let kc: KubeConfig;
+let c: Clients;
+let operator: Operator | undefined;
+let registry: RegistryServer | undefined;
+let nginx: ResultPromise | undefined;
+let vm: (BootResult & { ssh: (command: string) => Promise<{ ok: boolean; output: string }> }) | undefined;
+let osImage: string;
+let runnerRoot: string;
+let runnerConfig: ImageConfig;
+let builtImages: BuiltImage[];
+let kubernetesVersion: string;
+const siteCA = makeTestCA("e2e site CA");
+
+async function sh(command: string, args: string[]) {
+  return execa(command, args, { all: true });
+}
+
+/** The run must be in a network namespace of its own: only lo, down or up. */
+async function requireOwnNetwork(): Promise<void> {
+  const links = (await sh("ip", ["-o", "link", "show"])).stdout.split("\n").map((l) => l.split(":")[1]!.trim().split("@")[0]);
+  if (links.some((l) => l !== "lo" && l !== TAP)) {
+    throw new Error(`this run must be in a network namespace of its own (found links ${links.join(", ")}): start it with 'npm run e2e:kubespray'`);
+  }
+  await sh("ip", ["link", "set", "lo", "up"]);
+  await execa("ip", ["link", "del", TAP], { reject: false });
+  await sh("ip", ["tuntap", "add", "dev", TAP, "mode", "tap"]);
+  await sh("ip", ["addr", "add", `${HOST_IP}/24`, "dev", TAP]);
+  await sh("ip", ["link", "set", TAP, "up"]);
+}
+
+/** The appliance's file server (nginx on :8080) and its registry behind TLS (:5000), on the node's network only. */
+async function startApplianceServices(filesRoot: string, storage: string): Promise<void> {
+  registry = await startRegistry(storage, { host: "127.0.0.1", readOnly: true });
+  const dir = join(work, "nginx");
+  await mkdir(join(dir, "logs"), { recursive: true });
+  await writeFile(join(dir, "ca.crt"), siteCA.pem);
+  await writeFile(join(dir, "ca.key"), siteCA.keyPem, { mode: 0o600 });
+  await sh("openssl", ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "tls.key"), "-out", join(dir, "tls.csr"), "-subj", "/CN=bootstrap.icn", "-addext", `subjectAltName=DNS:bootstrap.icn,IP:${HOST_IP}`]);
+  await sh("openssl", ["x509", "-req", "-in", join(dir, "tls.csr"), "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key"), "-CAcreateserial", "-days", "2", "-copy_extensions", "copy", "-out", join(dir, "tls.crt")]);
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir}/${t};`).join(" ");
+  await writeFile(
+    join(dir, "nginx.conf"),
+    [
+      "daemon off;",
+      "user root;",
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/logs/error.log;`,
+      "events {}",
+      "http {",
+      `  access_log ${dir}/logs/access.log;`,
+      `  ${temp}`,
+      `  server { listen ${HOST_IP}:8080; root ${filesRoot}; sendfile on; location / { try_files $uri =404; } }`,
+      `  server { listen ${REGISTRY_HOST} ssl; ssl_certificate ${dir}/tls.crt; ssl_certificate_key ${dir}/tls.key; client_max_body_size 0;`,
+      `    location /v2/ { proxy_pass http://${registry.address}; proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Proto https; proxy_buffering off; } }`,
+      "}",
+      "",
+    ].join("\n"),
+  );
+  nginx = execa("nginx", ["-p", dir, "-c", join(dir, "nginx.conf")], { reject: false, all: true });
+  await waitFor("the file server", async () => (await fetch(`${FILES_REPO}/`, { method: "HEAD" }).catch(() => undefined))?.status === 404, 10_000, 100);
+}
+
+/** The BPA's configuration as the appliance ships it, with this network's addresses. */
+async function shippedConfig(): Promise<BpaConfig> {
+  const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
+  const shipped = yaml.load(configMap.data["config.yaml"]!) as Record<string, unknown>;
+  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false } }, "manifests/bpa/config.yaml (e2e addresses)");
+}
+
+/** A NoCloud seed: the BPA's user-data, the node's name and its static address on the tap network. */
+async function noCloudSeed(userData: string): Promise<string> {
+  const dir = join(work, "seed");
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "user-data"), userData);
+  await writeFile(join(dir, "meta-data"), `instance-id: ${NODE_NAME}\nlocal-hostname: ${NODE_NAME}\n`);
+  const network = { version: 2, ethernets: { nic0: { match: { macaddress: NODE_MAC }, addresses: [`${NODE_IP}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }] } } };
+  await writeFile(join(dir, "network-config"), yaml.dump(network));
+  const seed = join(work, "seed.img");
+  await sh("mkfs.vfat", ["-n", "CIDATA", "-C", seed, "2048"]);
+  await sh("mcopy", ["-i", seed, join(dir, "user-data"), join(dir, "meta-data"), join(dir, "network-config"), "::/"]);
+  return seed;
+}
+
+async function bootNode(userData: string, privateKey: string): Promise<void> {
+  const keyFile = join(work, "bpa-key");
+  await writeFile(keyFile, privateKey, { mode: 0o600 });
+  const booted = await bootImage({
+    image: osImage,
+    firmware: "bios",
+    timeoutSeconds: 8 * 3600,
+    memoryMiB: NODE_MEMORY_MIB,
+    diskSize: "40G",
+    tcgMultiThread: true,
+    tap: { ifname: TAP, mac: NODE_MAC },
+    extraDisks: [await noCloudSeed(userData)],
+    keepRunning: true,
+    readyPattern: CLOUD_INIT_DONE,
+    failurePattern: /Kernel panic.*|Found ordering cycle.*/,
+  });
+  const ssh = async (command: string) => {
+    const result = await execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", `root@${NODE_IP}`, command], { reject: false, all: true });
+    return { ok: result.exitCode === 0, output: String(result.all ?? "") };
+  };
+  vm = { ...booted, ssh };
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-e2e-kubespray-"));
+  await requireOwnNetwork();
+  const definition = await loadDefinition(DEFAULT_DEFINITION);
+  const lock = await loadLock(DEFAULT_LOCK);
+  kubernetesVersion = (lock.artifacts.kubernetes as { version: string }).version.replace(/^v/, "");
+  // What the appliance serves (the build's stages; `npm run e2e:kubespray` builds first, with the network).
+  content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir() });
+  const [built] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir() });
+  const served = await readOsImage(built!.image!);
+  osImage = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
+  runnerRoot = join(work, "runner-root");
+  const runner = await unpackImage(content.images!.dir, RUNNER, runnerRoot);
+  runnerConfig = await readImageConfig(join(content.images!.dir, "oci"), runner.digest);
+  builtImages = JSON.parse(await readFile(join(content.images!.dir, IMAGES_JSON), "utf8")) as BuiltImage[];
+  await startApplianceServices(join(content.files.dir, "tree", FILES_ROOT), join(content.registry!.dir, "tree", REGISTRY_STORAGE));
+  phase("appliance content ready: file server, registry (TLS), runner image, OS image");
+
+  kube = await startKubeTestServer();
+  kc = new KubeConfig();
+  kc.loadFromFile(kube.kubeconfigPath);
+  c = makeClients(kc);
+  await applyCrds(kc);
+  for (const name of ["bpa-system", NAMESPACE]) {
+    await c.core.createNamespace({ body: { metadata: { name } } });
+    await c.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } });
+  }
+  const config = await shippedConfig();
+  // What the appliance's first boot does: the registry's site CA for the BPA.
+  await c.core.createNamespacedConfigMap({ namespace: config.namespace, body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: siteCA.pem } } });
+  operator = new Operator({ kc, config, log: makeLogger({ level: process.env.BPA_TEST_LOG ? "debug" : "warn", fields: { op: "e2e" } }) });
+  await operator.start();
+  phase("API server and BPA operator running");
+}, 2 * HOUR);
+
+afterAll(async () => {
+  console.log(`e2e:kubespray phases:\n${phases.join("\n")}`);
+  await vm?.stop?.();
+  await operator?.stop?.();
+  await kube?.stop();
+  if (nginx && nginx.exitCode === null) {
+    nginx.kill("SIGTERM");
+    await nginx;
+  }
+  await registry?.stop();
+  await execa("ip", ["link", "del", TAP], { reject: false });
+  if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
+});
+
+describe("an application cluster installed by the real kubespray, offline", () => {
+  let job: V1Job;
+  let run: JobRun;
+  const output: string[] = [];
+
+  it("the BPA makes the node's user-data; the node boots the OS image with it", async () => {
+    await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }] } });
+    const objects = sshObjectNames(await shippedConfig());
+    const userData = await waitFor("the BPA's user-data Secret", async () => (await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.userData })).data?.userData, 60_000, 500);
+    const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.privateKey });
+    await bootNode(Buffer.from(userData, "base64").toString(), Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString());
+    expect(vm!.ready, `${vm!.failure ?? ""}\n${vm!.lastLines.join("\n")}`).toBe(true);
+    phase(`compute node booted (${vm!.accel}), cloud-init done after ${vm!.seconds.toFixed(0)} s`);
+    const whoami = await vm!.ssh("hostname; ip -4 -o addr show scope global | awk '{print $4}'");
+    expect(whoami.output).toBe(`${NODE_NAME}\n${NODE_IP}/24`);
+    // Offline: the node reaches the appliance's services and nothing else.
+    expect((await vm!.ssh(`curl -sS -o /dev/null -w '%{http_code}' ${FILES_REPO}/`)).output).toBe("404");
+  }, HOUR);
+
+  it("the BPA assigns the node (a provisioned BareMetalHost) and creates the install Job with its inventory", async () => {
+    const memoryMiB = NODE_MEMORY_MIB;
+    await createHost(c, NAMESPACE, bmh({ name: NODE_NAME, namespace: NAMESPACE, cpu: 2, ram: memoryMiB, ip: NODE_IP, mac: NODE_MAC }));
+    job = await waitFor("the install Job", async () => (await listInstallJobs(c, NAMESPACE))[0], 60_000, 500);
+    const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+    expect(p.status?.assignedHosts?.map((h) => `${h.role}=${h.name} ${h.ip}`)).toEqual([`master=${NODE_NAME} ${NODE_IP}`]);
+    const inventory = await c.core.readNamespacedConfigMap({ namespace: NAMESPACE, name: p.status!.inventoryConfigMap! });
+    expect(inventory.data!["hosts.ini"]).toContain(`${NODE_NAME} ansible_host=${NODE_IP} ip=${NODE_IP}`);
+    expect(yaml.load(inventory.data!["offline.yml"]!)).toMatchObject({ registry_host: REGISTRY_HOST, files_repo: FILES_REPO, kube_version: kubernetesVersion });
+    phase(`Provisioning: host assigned, Job ${job.metadata!.name} created`);
+  });
+
+  it("the runner image runs kubespray's cluster.yml against the node and hands the kubeconfig back; the Provisioning is Ready", async () => {
+    let lastPlay = "";
+    run = await runJobAsKubelet({
+      c,
+      job,
+      rootfs: runnerRoot,
+      image: runnerConfig,
+      apiServer: new URL(kube.server),
+      apiServerCa: Buffer.from(kc.getCurrentCluster()!.caData!, "base64").toString(),
+      work,
+      extraEnv: { ANSIBLE_CALLBACKS_ENABLED: "ansible.posix.profile_roles,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT: "30" },
+      onLine: (line) => {
+        output.push(line);
+        const play = /^PLAY \[(.+)\] \*+/.exec(line);
+        if (play && play[1] !== lastPlay) phase(`play: ${(lastPlay = play[1]!)}`);
+        if (/^(fatal|failed):|^bpa-runner:/.test(line)) console.log(`e2e:kubespray ${line}`);
+      },
+    });
+    await writeFile(join(tmpdir(), "e2e-kubespray-runner.log"), output.join("\n"));
+    const recap = output.slice(output.findIndex((l) => l.startsWith("PLAY RECAP")));
+    console.log(`e2e:kubespray runner exit ${run.exitCode}; termination message: ${run.terminationMessage || "(none)"}\n${recap.join("\n")}`);
+    expect(run.exitCode, run.terminationMessage || output.slice(-60).join("\n")).toBe(0);
+    expect(output.join("\n")).toMatch(new RegExp(`${NODE_NAME}\\s+: ok=\\d+\\s+changed=\\d+\\s+unreachable=0\\s+failed=0`));
+    const p = await waitFor("the Provisioning to be Ready", async () => {
+      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      return current.status?.phase === "Ready" || current.status?.phase === "Failed" ? current : undefined;
+    }, 60_000, 500);
+    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+    phase("kubespray done; Provisioning Ready");
+  }, 8 * HOUR);
+
+  it("through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs", async () => {
+    const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+    const secret = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: p.status!.kubeconfigSecret! });
+    const kubeconfig = join(work, "cluster-a.kubeconfig");
+    await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
+    expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
+    const kubectlPath = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${kubernetesVersion}`, "bin/linux/amd64/kubectl");
+    const kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
+    const nodes = await waitFor("the node to be Ready", async () => {
+      const r = await kubectl("get", "nodes", "-o", "wide");
+      return / Ready /.test(r.all ?? "") ? r.all : undefined;
+    }, 15 * 60_000, 5_000);
+    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+    expect(nodes).toMatch(new RegExp(`^${NODE_NAME}\\s+Ready\\s+control-plane\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
+    phase("kubectl get nodes: Ready");
+
+    // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the appliance.
+    const pause = builtImages.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!;
+    expect((await kubectl("run", "probe", `--image=${pause.ref}`, "--restart=Never")).exitCode).toBe(0);
+    const phaseOf = await waitFor("the probe pod to run", async () => {
+      const r = await kubectl("get", "pod", "probe", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].imageID}");
+      return (r.all ?? "").startsWith("Running") ? r.all : undefined;
+    }, 15 * 60_000, 5_000);
+    expect(phaseOf).toContain(pause.digest);
+    const pods = await kubectl("get", "pods", "-A", "-o", "wide");
+    console.log(`e2e:kubespray kubectl get pods -A:\n${pods.all}`);
+    // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
+    const pulled = await vm!.ssh("crictl images --digests -o json");
+    const digests = new Set((JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])));
+    const known = new Set(builtImages.map((i) => i.digest));
+    expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
+    phase("probe pod Running from the seeded registry");
+  }, HOUR);
+});
