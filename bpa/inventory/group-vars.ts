@@ -48,6 +48,10 @@ export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record
     // kube-proxy in iptables mode: kubespray's default, ipvs, needs ipvsadm on every node,
     // which the compute nodes' OS image does not carry (it has what this profile installs).
     kube_proxy_mode: "iptables",
+    // The compute nodes' OS image runs systemd-resolved: /etc/resolv.conf names its stub,
+    // 127.0.0.53, which inside CoreDNS's pod is CoreDNS itself (a forwarding loop it exits
+    // on). Pods get resolved's own list of upstream servers instead, as kubespray does for Ubuntu.
+    kube_resolv_conf: "/run/systemd/resolve/resolv.conf",
     // How the runner logs in.
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,

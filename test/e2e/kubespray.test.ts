@@ -148,13 +148,17 @@ async function shippedConfig(): Promise<BpaConfig> {
   return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false } }, "manifests/bpa/config.yaml (e2e addresses)");
 }
 
-/** A NoCloud seed: the BPA's user-data, the node's name and its static address on the tap network. */
+/**
+ * A NoCloud seed: the BPA's user-data, the node's name and its static address on the tap
+ * network, with a name server as a site's network would name one (nothing answers there:
+ * the site is offline; CoreDNS needs an upstream that is not itself).
+ */
 async function noCloudSeed(userData: string): Promise<string> {
   const dir = join(work, "seed");
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "user-data"), userData);
   await writeFile(join(dir, "meta-data"), `instance-id: ${NODE_NAME}\nlocal-hostname: ${NODE_NAME}\n`);
-  const network = { version: 2, ethernets: { nic0: { match: { macaddress: NODE_MAC }, addresses: [`${NODE_IP}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }] } } };
+  const network = { version: 2, ethernets: { nic0: { match: { macaddress: NODE_MAC }, addresses: [`${NODE_IP}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }], nameservers: { addresses: [HOST_IP] } } } };
   await writeFile(join(dir, "network-config"), yaml.dump(network));
   const seed = join(work, "seed.img");
   await sh("mkfs.vfat", ["-n", "CIDATA", "-C", seed, "2048"]);
@@ -322,6 +326,11 @@ describe("an application cluster installed by the real kubespray, offline", () =
     expect(phaseOf).toContain(pause.digest);
     const pods = await kubectl("get", "pods", "-A", "-o", "wide");
     console.log(`e2e:kubespray kubectl get pods -A:\n${pods.all}`);
+    // The cluster's DNS serves: CoreDNS is available (it exits on a forwarding loop or a missing upstream).
+    const dns = await kubectl("-n", "kube-system", "wait", "--for=condition=Available", "deployment/coredns", "--timeout=600s");
+    if (dns.exitCode !== 0) console.log(`e2e:kubespray CoreDNS:\n${(await kubectl("-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail=20")).all}`);
+    expect(dns.exitCode, dns.all).toBe(0);
+    phase("CoreDNS available");
     // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
     const pulled = await vm!.ssh("crictl images --digests -o json");
     const digests = new Set((JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])));
