@@ -22,6 +22,13 @@ export const MANAGED_BY = "bpa-operator";
 
 /** Annotation on install Jobs and inventory ConfigMaps: the full install hash. */
 export const ANNOTATION_INSTALL_HASH = `${BPA_GROUP}/install-hash`;
+/** Annotation and label on operation Jobs: what the Job does (install, scale, add-control-plane, remove, upgrade). */
+export const ANNOTATION_OPERATION = `${BPA_GROUP}/operation`;
+export const LABEL_OPERATION = `${BPA_GROUP}/operation`;
+/** Annotation on day-2 operation Jobs: the cluster (JSON, status.cluster's shape) once the Job succeeded. */
+export const ANNOTATION_OUTCOME = `${BPA_GROUP}/outcome`;
+/** Annotation on day-2 operation Jobs: its status.operations[] fields known when it starts (JSON: description, hosts, versions). */
+export const ANNOTATION_RECORD = `${BPA_GROUP}/record`;
 /** Annotation a user sets on a Provisioning (any new value) to re-run a failed install with an unchanged spec. */
 export const ANNOTATION_RETRY = `${BPA_GROUP}/retry`;
 

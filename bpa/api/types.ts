@@ -58,7 +58,53 @@ export interface AssignedHost {
   ramMebibytes: number;
 }
 
-export type Phase = "Pending" | "Invalid" | "Unsatisfiable" | "Installing" | "Ready" | "Failed";
+/**
+ * Installing/Failed: the first install (cluster.yml). Ready: the cluster is installed and
+ * nothing is to do. Updating: a day-2 operation runs on the installed cluster (it stays
+ * usable). UpdateFailed: the last day-2 operation failed; the cluster runs as before it.
+ */
+export type Phase = "Pending" | "Invalid" | "Unsatisfiable" | "Installing" | "Ready" | "Failed" | "Updating" | "UpdateFailed";
+
+/** What a Job of the BPA does to the application cluster (bpa/controller/operations.ts). */
+export type OperationKind = "install" | "scale" | "add-control-plane" | "remove" | "upgrade";
+export type OperationResult = "Running" | "Succeeded" | "Failed";
+
+/** One operation in status.operations[]: the install and every day-2 operation after it. */
+export interface OperationRecord {
+  /** The first 16 hex digits of the operation's hash (its Job and inventory carry the whole). */
+  id: string;
+  kind: OperationKind;
+  playbook: string;
+  /** The BareMetalHosts it acts on: all for install and upgrade, the new or removed ones otherwise. */
+  hosts: string[];
+  job: string;
+  result: OperationResult;
+  /** The Kubernetes version the cluster has when it succeeds (for an upgrade: its step). */
+  kubernetesVersion?: string;
+  fromVersion?: string;
+  /** What it does, in one line ("scale.yml adds worker[1]=big-b"). */
+  description?: string;
+  startTime?: string;
+  completionTime?: string;
+  message?: string;
+}
+
+/** The installed application cluster: its hosts and version, changed only by operations that succeeded. */
+export interface ClusterState {
+  hosts: AssignedHost[];
+  kubernetesVersion?: string;
+  /** Installed without workers: the masters are the cluster's nodes too, and stay so when workers join. */
+  mastersAreNodes: boolean;
+  /** Counts the operations that changed it; part of every day-2 operation's hash. */
+  revision: number;
+}
+
+/** A node of the application cluster as its API server reports it (read through the kubeconfig). */
+export interface ClusterNode {
+  name: string;
+  kubeletVersion: string;
+  ready: boolean;
+}
 
 export interface ProvisioningStatus {
   observedGeneration?: number;
@@ -75,6 +121,13 @@ export interface ProvisioningStatus {
   sshKeySecret?: string;
   /** Names of the provisioning-agent pods (seed 002). */
   podAgents?: string[];
+  /** The installed cluster (set when the install succeeded; day-2 operations change it). */
+  cluster?: ClusterState;
+  /** The install and the day-2 operations, oldest first (the last OPERATION_HISTORY). */
+  operations?: OperationRecord[];
+  /** The application cluster's nodes and their versions, read through the kubeconfig. */
+  nodes?: ClusterNode[];
+  nodesObservedAt?: string;
 }
 
 export interface Provisioning {

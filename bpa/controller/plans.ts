@@ -10,7 +10,11 @@ import type { AssignedHost, Provisioning } from "../api/types.js";
 export interface Plan {
   specHash: string;
   hosts: AssignedHost[];
+  /** Hosts still in the installed cluster that the spec no longer wants: claimed until their removal succeeded. */
+  retained?: AssignedHost[];
 }
+
+const claimed = (plan: Plan) => [...plan.hosts, ...(plan.retained ?? [])];
 
 export const hostKey = (h: Pick<AssignedHost, "namespace" | "name">) => `${h.namespace}/${h.name}`;
 
@@ -27,8 +31,10 @@ export class PlanRegistry {
       const key = `${p.metadata.namespace}/${p.metadata.name}`;
       const hosts = p.status?.assignedHosts ?? [];
       if (!p.status?.specHash || hosts.length === 0 || this.plans.has(key)) continue;
-      if (hosts.some((h) => this.owners.has(hostKey(h)))) continue;
-      this.set(key, { specHash: p.status.specHash, hosts });
+      const wanted = new Set(hosts.map(hostKey));
+      const retained = (p.status.cluster?.hosts ?? []).filter((h) => !wanted.has(hostKey(h)));
+      if ([...hosts, ...retained].some((h) => this.owners.has(hostKey(h)))) continue;
+      this.set(key, { specHash: p.status.specHash, hosts, ...(retained.length ? { retained } : {}) });
     }
   }
 
@@ -40,8 +46,8 @@ export class PlanRegistry {
   set(key: string, plan: Plan): string[] {
     const before = this.release(key);
     this.plans.set(key, plan);
-    for (const h of plan.hosts) this.owners.set(hostKey(h), key);
-    const kept = new Set(plan.hosts.map(hostKey));
+    for (const h of claimed(plan)) this.owners.set(hostKey(h), key);
+    const kept = new Set(claimed(plan).map(hostKey));
     return before.filter((h) => !kept.has(h));
   }
 
@@ -50,7 +56,7 @@ export class PlanRegistry {
     const old = this.plans.get(key);
     if (!old) return [];
     const released: string[] = [];
-    for (const h of old.hosts) {
+    for (const h of claimed(old)) {
       if (this.owners.get(hostKey(h)) === key) {
         this.owners.delete(hostKey(h));
         released.push(hostKey(h));

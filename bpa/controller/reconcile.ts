@@ -1,9 +1,11 @@
 /**
  * One reconcile of one Provisioning: validate the spec, make sure the namespace's SSH key
- * exists, plan (or keep) the host assignment, read the registry's site CA, write the
- * inventory, run or track the install Job, keep the agents, and write status. Everything it decides from is in the API
- * (the Provisioning's status, its Jobs), so a restarted operator continues where the last
- * one stopped.
+ * exists, bring the operations ledger up to date from its Jobs, plan (or keep) the host
+ * assignment, read the registry's site CA; then, before the cluster exists, write the
+ * inventory, run or track the install Job and keep the agents; once it exists, run or
+ * track its next day-2 operation (bpa/jobs/operation.ts) one at a time. Everything it
+ * decides from is in the API (the Provisioning's status, its Jobs), so a restarted
+ * operator continues where the last one stopped.
  */
 import type { V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import {
@@ -13,19 +15,21 @@ import {
   BPA_VERSION,
   PROVISIONING_PLURAL,
 } from "../api/constants.js";
-import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec } from "../api/spec.js";
-import type { AssignedHost, BareMetalHost, Condition, Phase, Provisioning, ProvisioningStatus } from "../api/types.js";
+import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec, type RoleRequirement } from "../api/spec.js";
+import type { AssignedHost, BareMetalHost, ClusterState, Condition, OperationRecord, Phase, Provisioning, ProvisioningStatus } from "../api/types.js";
 import { hostFacts, inventoryAddress, type HostFacts } from "../assign/hosts.js";
 import { fits, planAssignment } from "../assign/plan.js";
 import type { BpaConfig } from "../config/config.js";
-import { renderGroupVars } from "../inventory/group-vars.js";
+import { clusterVersion, renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
 import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { runnerFailure } from "../jobs/failure.js";
-import { installHash } from "../jobs/hash.js";
+import { installHash, operationHash } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
+import { nextOperation, type OperationPlan } from "../jobs/operation.js";
 import {
   installJob,
+  operationJob,
   inventoryConfigMap,
   kubeconfigSecret,
   runnerRole,
@@ -33,6 +37,8 @@ import {
   runnerServiceAccount,
 } from "../jobs/objects.js";
 import { reconcileAgents } from "./agents.js";
+import { describeNodes, NODES_REFRESH_MS, readClusterNodes } from "./cluster-nodes.js";
+import { recordOf, settle, withRecord, type Ledger } from "./ledger.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
 import { jobState, ownedBy } from "./owners.js";
 import { recordEvent } from "./events.js";
@@ -40,7 +46,7 @@ import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
 import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
 import type { Logger } from "./log.js";
-import { PlanRegistry, type Plan } from "./plans.js";
+import { hostKey, PlanRegistry, type Plan } from "./plans.js";
 import { CONDITION, jsonEqual, mergeConditions, statusPatch, type ConditionInput } from "./status.js";
 
 /** What the reconciler reads from the informers' caches. */
@@ -62,6 +68,12 @@ export interface ReconcileResult {
 /** How often an unsatisfiable Provisioning is re-planned without any event. */
 export const UNSATISFIABLE_RECHECK_MS = 60_000;
 
+/** A placement as status records it; a role pinned to a MAC uses that NIC's address when it has one. */
+function assignedHost(role: RoleRequirement, host: HostFacts, bmh: BareMetalHost): AssignedHost {
+  const address = inventoryAddress(bmh, role.mac) ?? host.address!;
+  return { name: host.name, namespace: host.namespace, role: role.role, index: role.index, mac: address.mac, ip: address.ip, cpu: host.cpu, ramMebibytes: host.ramMebibytes };
+}
+
 function created(obj: { metadata?: { creationTimestamp?: Date | string } }): number {
   const t = obj.metadata?.creationTimestamp;
   return t ? new Date(t).getTime() : 0;
@@ -78,10 +90,20 @@ interface Inventory {
   names: { installJob: string; inventory: string; kubeconfig: string };
   data: { hostsIni: string; groupVarsYaml: string; registryCaPem: string };
   status: ProvisioningStatus;
+  /** The cluster once the install succeeded. */
+  outcome: ClusterState;
 }
 
 /** The operation step's outcome: the install Job to report on, or an install that already finished. */
 type Operation = { job: V1Job } | { finished: Phase };
+
+/** The cluster a successful install leaves: revision 1; without workers the masters are its nodes. */
+function installOutcome(hosts: AssignedHost[], kubernetesVersion: string | undefined): ClusterState {
+  return { hosts, ...(kubernetesVersion ? { kubernetesVersion } : {}), mastersAreNodes: !hosts.some((h) => h.role === "worker"), revision: 1 };
+}
+
+/** "add-control-plane" -> "AddControlPlane", for Event and condition reasons. */
+const reasonWord = (kind: string) => kind.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase());
 
 const assignedText = (hosts: AssignedHost[]) => hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
 const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({ type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText(hosts) });
@@ -107,15 +129,32 @@ export class Reconciler {
     const spec = await this.validate(p);
     if (spec instanceof Stop) return spec.result;
     const sshKeySecret = await ensureSshKey(this.c, this.config, this.log, namespace);
-    const plan = await this.planHosts(key, p, spec, sshKeySecret);
+    const ledger = this.readLedger(p, spec);
+    const plan = await this.planHosts(key, p, spec, sshKeySecret, ledger.cluster);
     if (plan instanceof Stop) return plan.result;
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
     if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
+    if (ledger.cluster) return this.dayTwo(key, p, spec, plan, ledger, registryCA.pem, sshKeySecret);
     const inventory = await this.prepareInventory(key, p, spec, plan, registryCA.pem);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
-    await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret }, plan);
-    return {};
+    const phase = await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret, operations: ledger.operations }, plan, inventory.outcome);
+    // Installed: the next reconcile reads its nodes and starts what the spec asked for meanwhile.
+    return phase === "Ready" && !("finished" in operation) ? { requeueAfterMs: 100 } : {};
+  }
+
+  /** The operations ledger from status and the Provisioning's Jobs; a cluster installed before it existed gets its version. */
+  private readLedger(p: Provisioning, spec: NormalizedSpec): Ledger {
+    const ledger = settle(p, this.ownedJobs(p), (job) => this.jobPods(p.metadata.namespace!, job));
+    if (ledger.cluster && !ledger.cluster.kubernetesVersion) {
+      const version = clusterVersion(this.config, spec.kubernetesVersion);
+      if (version) ledger.cluster = { ...ledger.cluster, kubernetesVersion: version };
+    }
+    return ledger;
+  }
+
+  private ownedJobs(p: Provisioning): V1Job[] {
+    return this.caches.jobs(p.metadata.namespace!).filter((j) => ownedBy(j, p.metadata.uid));
   }
 
   /** Deleted (or being deleted): its children go with it (garbage collector); its hosts are free again. */
@@ -140,7 +179,7 @@ export class Reconciler {
   }
 
   /** The host assignment; without an inventory, or without fitting hosts, the Provisioning waits (Pending, Unsatisfiable). */
-  private async planHosts(key: string, p: Provisioning, spec: NormalizedSpec, sshKeySecret: string): Promise<Plan | Stop> {
+  private async planHosts(key: string, p: Provisioning, spec: NormalizedSpec, sshKeySecret: string, cluster: ClusterState | undefined): Promise<Plan | Stop> {
     const bmhs = this.caches.hosts(this.config.hostNamespace || p.metadata.namespace!);
     if (!bmhs) {
       const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
@@ -151,11 +190,15 @@ export class Reconciler {
       ]);
       return new Stop({ requeueAfterMs: 5_000 });
     }
-    const plan = this.currentPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs);
+    const plan = cluster
+      ? this.growPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs, cluster)
+      : this.currentPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs);
     if (!("unmet" in plan)) return plan;
-    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
+    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, cluster ? p.status?.inventoryConfigMap : undefined);
     await this.writeStatus(p, "Unsatisfiable", { podAgents, sshKeySecret }, [
-      { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
+      cluster
+        ? { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed and usable; the change waits for hosts: ${plan.unmet}` }
+        : { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
       { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
       { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: "the install starts when matching hosts appear" },
       reconciledCondition(p),
@@ -176,6 +219,7 @@ export class Reconciler {
       names: { installJob: n.installJob!, inventory: n.inventory!, kubeconfig: n.kubeconfig },
       data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key, spec.kubernetesVersion), registryCaPem },
       status: { assignedHosts: plan.hosts, specHash: plan.specHash, installHash: hash, installJob: n.installJob!, inventoryConfigMap: n.inventory!, kubeconfigSecret: n.kubeconfig },
+      outcome: installOutcome(plan.hosts, clusterVersion(this.config, spec.kubernetesVersion)),
     };
   }
 
@@ -197,7 +241,12 @@ export class Reconciler {
           await this.deleteJob(namespace, old.metadata!.name!);
         }
       }
-      job = await this.createJob(p, inventory.hash);
+      const hosts = inventory.status.assignedHosts!;
+      job = await this.createJob(p, inventory.hash, undefined, {
+        hosts: hosts.map((h) => h.name),
+        description: `${this.config.playbook} installs ${hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ")}`,
+        ...(inventory.outcome.kubernetesVersion ? { kubernetesVersion: inventory.outcome.kubernetesVersion } : {}),
+      });
       this.log.info("created install Job", { provisioning: key, job: inventory.names.installJob, hosts: assignedText(inventory.status.assignedHosts!) });
     }
     await this.prune(p, jobs, inventory.hash);
@@ -205,10 +254,11 @@ export class Reconciler {
   }
 
   /** Status from the operation: a finished install keeps its phase; a Job's state decides otherwise. */
-  private async writeOutcome(p: Provisioning, operation: Operation, status: ProvisioningStatus, plan: Plan): Promise<void> {
+  private async writeOutcome(p: Provisioning, operation: Operation, status: ProvisioningStatus, plan: Plan, outcome: ClusterState): Promise<Phase> {
     const conditions: [ConditionInput, ConditionInput] = [assignedCondition(plan.hosts), reconciledCondition(p)];
-    if ("finished" in operation) await this.writeStatus(p, operation.finished, status, conditions);
-    else await this.reportInstall(p, operation.job, status, conditions);
+    if (!("finished" in operation)) return this.reportInstall(p, operation.job, status, conditions, outcome);
+    await this.writeStatus(p, operation.finished, status, conditions);
+    return operation.finished;
   }
 
   /**
@@ -218,7 +268,7 @@ export class Reconciler {
    */
   private async waitForRegistryCA(p: Provisioning, spec: NormalizedSpec, plan: Plan, sshKeySecret: string, message: string): Promise<ReconcileResult> {
     await recordEvent(this.c, this.log, p, { type: "Warning", reason: REASON_REGISTRY_CA_MISSING, message }, this.now());
-    const started = ["Installing", "Ready", "Failed"].includes(p.status?.phase ?? "");
+    const started = ["Installing", "Ready", "Failed", "Updating", "UpdateFailed"].includes(p.status?.phase ?? "");
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
     const waiting: ConditionInput = { type: CONDITION.inventoryReady, status: "False", reason: REASON_REGISTRY_CA_MISSING, message };
     await this.writeStatus(p, started ? p.status!.phase! : "Pending", { podAgents, sshKeySecret, assignedHosts: plan.hosts, specHash: plan.specHash }, [
@@ -231,8 +281,10 @@ export class Reconciler {
   }
 
   /** Status from the install Job's state: Installing, Failed (Job failed, or no kubeconfig handed back) or Ready. */
-  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assignedCondition, reconciled]: [ConditionInput, ConditionInput]): Promise<void> {
+  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assignedCondition, reconciled]: [ConditionInput, ConditionInput], outcome: ClusterState): Promise<Phase> {
     const namespace = p.metadata.namespace!;
+    const record = recordOf(job, this.jobPods(namespace, job));
+    base = { ...base, operations: withRecord(base.operations ?? [], record) };
     const n = { installJob: base.installJob!, inventory: base.inventoryConfigMap!, kubeconfig: base.kubeconfigSecret! };
     const inventoryCondition: ConditionInput = {
       type: CONDITION.inventoryReady,
@@ -250,7 +302,7 @@ export class Reconciler {
         { type: CONDITION.failed, status: "False", reason: "Installing", message: "" },
         reconciled,
       ]);
-      return;
+      return "Installing";
     }
     const logs = this.logsHint(namespace, job);
     if (state.state === "failed") {
@@ -264,13 +316,13 @@ export class Reconciler {
         { type: CONDITION.failed, status: "True", reason: "InstallFailed", message },
         reconciled,
       ]);
-      return;
+      return "Failed";
     }
     // Succeeded: the runner must have handed the kubeconfig back.
     const kubeconfig = await this.readKubeconfig(namespace, n.kubeconfig);
     if (!kubeconfig) {
       const message = `install Job ${n.installJob} succeeded but the runner handed back no kubeconfig: Secret ${n.kubeconfig} has no "${KUBECONFIG_KEY}" data; ${logs}`;
-      await this.writeStatus(p, "Failed", base, [
+      await this.writeStatus(p, "Failed", { ...base, operations: withRecord(base.operations ?? [], { ...record, result: "Failed", message: "no kubeconfig handed back" }) }, [
         { type: CONDITION.ready, status: "False", reason: "NoKubeconfig", message },
         assignedCondition,
         inventoryCondition,
@@ -278,9 +330,9 @@ export class Reconciler {
         { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message },
         reconciled,
       ]);
-      return;
+      return "Failed";
     }
-    await this.writeStatus(p, "Ready", base, [
+    await this.writeStatus(p, "Ready", { ...base, cluster: outcome }, [
       { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")` },
       assignedCondition,
       inventoryCondition,
@@ -288,6 +340,7 @@ export class Reconciler {
       { type: CONDITION.failed, status: "False", reason: "Installed", message: "" },
       reconciled,
     ]);
+    return "Ready";
   }
 
   /**
@@ -322,20 +375,7 @@ export class Reconciler {
     const result = planAssignment({ roles, hosts: facts, claimedBy: this.plans.claimsExcept(key) });
     if (!result.ok) return { unmet: result.message };
     const bmhByKey = new Map(bmhs.map((b) => [`${b.metadata.namespace}/${b.metadata.name}`, b]));
-    const hosts: AssignedHost[] = result.placements.map(({ role, host }) => {
-      // A role pinned to a MAC uses that NIC's address when it has one.
-      const address = inventoryAddress(bmhByKey.get(host.key)!, role.mac) ?? host.address!;
-      return {
-        name: host.name,
-        namespace: host.namespace,
-        role: role.role,
-        index: role.index,
-        mac: address.mac,
-        ip: address.ip,
-        cpu: host.cpu,
-        ramMebibytes: host.ramMebibytes,
-      };
-    });
+    const hosts: AssignedHost[] = result.placements.map(({ role, host }) => assignedHost(role, host, bmhByKey.get(host.key)!));
     const plan = { specHash: sh, hosts };
     const released = this.plans.set(key, plan);
     if (released.length) this.onHostsReleased(released);
@@ -343,8 +383,214 @@ export class Reconciler {
     return plan;
   }
 
-  private async createJob(p: Provisioning, hash: string): Promise<V1Job> {
-    const body = installJob(p, this.config, hash);
+  /**
+   * The assignment once the cluster is installed: installed hosts keep their roles and
+   * never move (even if an edited entry no longer fits them); an entry without one keeps
+   * the host held for it when still good, else gets a free host that fits; installed
+   * hosts whose entry is gone stay claimed ("retained") until their removal succeeded.
+   */
+  private growPlan(
+    key: string,
+    p: Provisioning,
+    sh: string,
+    spec: NormalizedSpec,
+    facts: HostFacts[],
+    bmhs: readonly BareMetalHost[],
+    cluster: ClusterState,
+  ): Plan | { unmet: string } {
+    const roles = allRoles(spec);
+    const same = (h: AssignedHost, r: { role: string; index: number }) => h.role === r.role && h.index === r.index;
+    const held = this.plans.get(key)?.hosts ?? p.status?.assignedHosts ?? [];
+    const byKey = new Map(facts.map((f) => [f.key, f]));
+    const claims = this.plans.claimsExcept(key);
+    const installed = new Set(cluster.hosts.map(hostKey));
+    const kept: AssignedHost[] = [];
+    const hasMac = (h: AssignedHost, mac: string) => h.mac === mac || Boolean(byKey.get(hostKey(h))?.macs.has(mac));
+    // Pinned worker entries first: they keep the installed worker with their MAC, at any position.
+    const members = new Map<RoleRequirement, AssignedHost>();
+    const used = new Set<string>();
+    for (const r of roles.filter((x) => x.role === "worker" && x.mac)) {
+      const h = cluster.hosts.find((x) => x.role === "worker" && !used.has(hostKey(x)) && hasMac(x, r.mac!));
+      if (h) {
+        members.set(r, { ...h, index: r.index });
+        used.add(hostKey(h));
+      }
+    }
+    for (const r of roles.filter((x) => !members.has(x))) {
+      const h = cluster.hosts.find((x) => same(x, r) && !used.has(hostKey(x)));
+      if (h && (!r.mac || r.role === "master" || hasMac(h, r.mac))) {
+        members.set(r, h);
+        used.add(hostKey(h));
+      }
+    }
+    const open = roles.filter((r) => {
+      const member = members.get(r);
+      if (member) {
+        kept.push(member);
+        return false;
+      }
+      const h = held.find((x) => same(x, r) && !installed.has(hostKey(x)));
+      const f = h && byKey.get(hostKey(h));
+      if (h && f && !f.unusable && !claims.has(f.key) && fits(r, f)) {
+        kept.push(h);
+        return false;
+      }
+      return true;
+    });
+    let hosts = kept;
+    if (open.length) {
+      const taken = new Set([...kept, ...cluster.hosts].map(hostKey));
+      const result = planAssignment({ roles: open, hosts: facts.filter((f) => !taken.has(f.key)), claimedBy: claims });
+      if (!result.ok) return { unmet: result.message };
+      const bmhByKey = new Map(bmhs.map((b) => [`${b.metadata.namespace}/${b.metadata.name}`, b]));
+      hosts = [...kept, ...result.placements.map(({ role, host }) => assignedHost(role, host, bmhByKey.get(host.key)!))];
+    }
+    hosts.sort((a, b) => (a.role === b.role ? a.index - b.index : a.role === "master" ? -1 : 1));
+    const wanted = new Set(hosts.map(hostKey));
+    const retained = cluster.hosts.filter((h) => !wanted.has(hostKey(h)));
+    const plan: Plan = { specHash: sh, hosts, ...(retained.length ? { retained } : {}) };
+    const before = this.plans.get(key);
+    if (before && jsonEqual(before, plan)) return before;
+    const released = this.plans.set(key, plan);
+    if (released.length) this.onHostsReleased(released);
+    if (open.length) this.log.info("assigned hosts to new roles", { provisioning: key, hosts: hosts.filter((h) => !installed.has(hostKey(h))).map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
+    return plan;
+  }
+
+  /**
+   * Day 2, on the installed cluster: the running operation is tracked (one at a time);
+   * without one, the next the spec asks for starts (bpa/jobs/operation.ts). A failed
+   * operation is not run again until the retry annotation changes or the spec moves on;
+   * the cluster stays as it was before it.
+   */
+  private async dayTwo(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, registryCaPem: string, sshKeySecret: string): Promise<ReconcileResult> {
+    for (const record of ledger.finished) await this.operationEvent(p, record);
+    const cluster = ledger.cluster!;
+    let operations = ledger.operations;
+    let active = ledger.running;
+    let inventoryConfigMap = p.status?.inventoryConfigMap;
+    let refused: string | undefined;
+    let failed: OperationRecord | undefined;
+    if (active) {
+      inventoryConfigMap = names(p, active.job.metadata!.annotations![ANNOTATION_INSTALL_HASH]).inventory;
+    } else {
+      const verdict = nextOperation({
+        cluster,
+        wanted: plan.hosts,
+        wantedVersion: clusterVersion(this.config, spec.kubernetesVersion),
+        servedVersions: this.config.kubernetesVersions ?? [],
+      });
+      if ("blocked" in verdict) refused = verdict.blocked;
+      if ("operation" in verdict) {
+        const op = verdict.operation;
+        const hash = operationHash(op, cluster.revision, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
+        failed = operations.find((r) => r.id === hash.slice(0, 16) && r.result !== "Running");
+        if (!failed) {
+          active = await this.startOperation(key, p, op, hash, registryCaPem);
+          operations = withRecord(operations, active.record);
+          inventoryConfigMap = names(p, hash).inventory;
+        }
+      }
+    }
+    const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventoryConfigMap);
+    const nodes = active ? {} : await this.observeNodes(p, ledger.finished.length > 0);
+    const base: ProvisioningStatus = {
+      assignedHosts: plan.hosts,
+      specHash: plan.specHash,
+      sshKeySecret,
+      podAgents,
+      cluster,
+      operations,
+      ...(inventoryConfigMap ? { inventoryConfigMap } : {}),
+      ...nodes.fields,
+    };
+    const conditions: ConditionInput[] = [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : [])];
+    const namespace = p.metadata.namespace!;
+    const usable = `the cluster is installed and usable (Kubernetes ${cluster.kubernetesVersion ?? "?"}; ${cluster.hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ")}); its kubeconfig is in Secret ${names(p).kubeconfig}`;
+    if (active) {
+      const { job, record } = active;
+      const what = record.description ?? `${record.playbook} (${record.kind})`;
+      await this.writeStatus(p, "Updating", base, [
+        ...conditions,
+        { type: CONDITION.ready, status: "True", reason: "Updating", message: `${usable}; ${what} runs in Job ${job.metadata!.name}` },
+        { type: CONDITION.updating, status: "True", reason: reasonWord(record.kind), message: `${what}; logs: kubectl -n ${namespace} logs -f job/${job.metadata!.name}` },
+        { type: CONDITION.failed, status: "False", reason: "Updating", message: "" },
+      ]);
+      return {};
+    }
+    if (refused) {
+      await recordEvent(this.c, this.log, p, { type: "Warning", reason: "ChangeRefused", message: refused }, this.now());
+      await this.writeStatus(p, "UpdateFailed", base, [
+        ...conditions,
+        { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
+        { type: CONDITION.updating, status: "False", reason: "ChangeRefused", message: refused },
+        { type: CONDITION.failed, status: "True", reason: "ChangeRefused", message: `the spec asks for a change the BPA does not make: ${refused}` },
+      ]);
+      return {};
+    }
+    if (failed) {
+      const what = failed.description ?? `${failed.playbook} (${failed.kind})`;
+      const message = `${what} failed in Job ${failed.job}: ${failed.message ?? "see its logs"}. The cluster runs as before it (${cluster.hosts.map((h) => h.name).join(", ")}, Kubernetes ${cluster.kubernetesVersion ?? "?"}). Logs: kubectl -n ${namespace} logs job/${failed.job}. To retry, set the annotation ${ANNOTATION_RETRY} to a new value; to give up, change the spec back.`;
+      await this.writeStatus(p, "UpdateFailed", base, [
+        ...conditions,
+        { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
+        { type: CONDITION.updating, status: "False", reason: `${reasonWord(failed.kind)}Failed`, message: what },
+        { type: CONDITION.failed, status: "True", reason: `${reasonWord(failed.kind)}Failed`, message },
+      ]);
+      return {};
+    }
+    const last = [...operations].reverse().find((r) => r.result === "Succeeded");
+    await this.writeStatus(p, "Ready", base, [
+      ...conditions,
+      { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
+      { type: CONDITION.updating, status: "False", reason: "UpToDate", message: last ? `last: ${last.description ?? last.kind} (Job ${last.job})` : "" },
+      { type: CONDITION.failed, status: "False", reason: "UpToDate", message: "" },
+    ]);
+    return { requeueAfterMs: NODES_REFRESH_MS };
+  }
+
+  /** Writes the operation's inventory and creates its Job; one Event says what it does. */
+  private async startOperation(key: string, p: Provisioning, op: OperationPlan, hash: string, registryCaPem: string): Promise<{ job: V1Job; record: OperationRecord }> {
+    const hostsIni = renderHostsIni(op.inventoryHosts, { provisioning: key, installHash: hash }, { mastersAreNodes: op.mastersAreNodes });
+    const groupVarsYaml = renderGroupVars(this.config, key, op.kubernetesVersion);
+    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem }));
+    const job = await this.createJob(p, hash, op);
+    await this.prune(p, this.ownedJobs(p), hash);
+    this.log.info("started a day-2 operation", { provisioning: key, job: job.metadata?.name, operation: op.summary });
+    await recordEvent(this.c, this.log, p, { type: "Normal", reason: `${reasonWord(op.kind)}Started`, message: `${op.summary} (Job ${job.metadata!.name})` }, this.now());
+    return { job, record: recordOf(job, []) };
+  }
+
+  private async operationEvent(p: Provisioning, r: OperationRecord): Promise<void> {
+    const what = r.description ?? `${r.playbook} (${r.kind})`;
+    const ok = r.result === "Succeeded";
+    await recordEvent(this.c, this.log, p, {
+      type: ok ? "Normal" : "Warning",
+      reason: `${reasonWord(r.kind)}${ok ? "Succeeded" : "Failed"}`,
+      message: ok ? `${what}: done (Job ${r.job})` : `${what} failed (Job ${r.job}): ${r.message ?? ""}`,
+    }, this.now());
+  }
+
+  /**
+   * The application cluster's nodes, read through its kubeconfig after an operation and
+   * then every NODES_REFRESH_MS; unreachable: a condition says so and the last list stays.
+   */
+  private async observeNodes(p: Provisioning, force: boolean): Promise<{ fields?: Pick<ProvisioningStatus, "nodes" | "nodesObservedAt">; condition?: ConditionInput }> {
+    const last = p.status?.nodesObservedAt ? new Date(p.status.nodesObservedAt).getTime() : 0;
+    const seen = p.status?.conditions?.find((c) => c.type === CONDITION.nodesObserved);
+    if (!force && seen && this.now().getTime() - (seen.status === "True" ? last : new Date(seen.lastTransitionTime).getTime()) < NODES_REFRESH_MS) return {};
+    const kubeconfig = await this.readKubeconfig(p.metadata.namespace!, names(p).kubeconfig);
+    if (!kubeconfig) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "NoKubeconfig", message: `Secret ${names(p).kubeconfig} holds no kubeconfig` } };
+    const result = await readClusterNodes(Buffer.from(kubeconfig, "base64").toString());
+    if (!result.ok) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "Unreachable", message: result.message } };
+    return {
+      fields: { nodes: result.nodes, nodesObservedAt: this.now().toISOString().replace(/\.\d{3}Z$/, "Z") },
+      condition: { type: CONDITION.nodesObserved, status: "True", reason: "Read", message: describeNodes(result.nodes) },
+    };
+  }
+
+  private async createJob(p: Provisioning, hash: string, op?: OperationPlan, installRecord?: Parameters<typeof installJob>[3]): Promise<V1Job> {
+    const body = op ? operationJob(p, this.config, hash, op) : installJob(p, this.config, hash, installRecord);
     const namespace = p.metadata.namespace!;
     try {
       return await this.c.batch.createNamespacedJob({ namespace, body });
@@ -428,6 +674,10 @@ export class Reconciler {
       kubeconfigSecret: fields.kubeconfigSecret ?? old.kubeconfigSecret,
       sshKeySecret: fields.sshKeySecret ?? old.sshKeySecret,
       podAgents: fields.podAgents ?? old.podAgents ?? [],
+      cluster: fields.cluster ?? old.cluster,
+      operations: fields.operations ?? old.operations,
+      nodes: fields.nodes ?? old.nodes,
+      nodesObservedAt: fields.nodesObservedAt ?? old.nodesObservedAt,
       conditions: mergeConditions(old.conditions, conditions, p.metadata.generation, this.now().toISOString().replace(/\.\d{3}Z$/, "Z")),
     };
     for (const k of Object.keys(next) as (keyof ProvisioningStatus)[]) if (next[k] === undefined) delete next[k];

@@ -5,6 +5,8 @@ export const CONDITION = {
   hostsAssigned: "HostsAssigned",
   inventoryReady: "InventoryReady",
   installing: "Installing",
+  updating: "Updating",
+  nodesObserved: "NodesObserved",
   ready: "Ready",
   failed: "Failed",
   reconciled: "Reconciled",
@@ -15,7 +17,9 @@ export const CONDITION_ORDER: string[] = [
   CONDITION.hostsAssigned,
   CONDITION.inventoryReady,
   CONDITION.installing,
+  CONDITION.updating,
   CONDITION.failed,
+  CONDITION.nodesObserved,
   CONDITION.reconciled,
 ];
 

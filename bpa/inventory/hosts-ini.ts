@@ -31,12 +31,14 @@ export function byRole(hosts: readonly AssignedHost[]): { masters: AssignedHost[
 
 /**
  * Renders hosts.ini. Without workers the masters also join kube_node, so that the cluster
- * can run workloads (kubespray's single-node layout).
+ * can run workloads (kubespray's single-node layout); a cluster installed that way keeps
+ * its masters in kube_node when workers join (`mastersAreNodes`).
  */
-export function renderHostsIni(hosts: readonly AssignedHost[], header: InventoryHeader): string {
+export function renderHostsIni(hosts: readonly AssignedHost[], header: InventoryHeader, options: { mastersAreNodes?: boolean } = {}): string {
   const { masters, workers } = byRole(hosts);
   const etcd = etcdMembers(masters);
-  const nodes = workers.length ? workers : masters;
+  const mastersAreNodes = options.mastersAreNodes ?? workers.length === 0;
+  const nodes = mastersAreNodes ? [...masters, ...workers] : workers;
   const lines: string[] = [
     `# kubespray inventory written by the BPA operator for Provisioning ${header.provisioning}`,
     `# install ${header.installHash.slice(0, 16)}; roles: ${masters.length} master(s), ${workers.length} worker(s). Do not edit: it is regenerated.`,

@@ -31,6 +31,9 @@ export const RUNNER_ENV = {
   mode: "BPA_MODE", // "install" in the Job, "agent" in the agent pods
   inventory: "BPA_INVENTORY",
   playbook: "BPA_PLAYBOOK",
+  operation: "BPA_OPERATION", // install, scale, add-control-plane, remove, upgrade
+  limit: "BPA_LIMIT", // comma-separated host names for --limit (the runner refreshes all facts first)
+  extraVars: "BPA_EXTRA_VARS", // a JSON object of extra variables (-e name=value)
   sshKey: "BPA_SSH_KEY",
   kubeconfigSecret: "BPA_KUBECONFIG_SECRET",
   kubeconfigKey: "BPA_KUBECONFIG_SECRET_KEY",

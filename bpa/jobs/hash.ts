@@ -15,3 +15,22 @@ export function installHash(specHash: string, hosts: readonly AssignedHost[], re
   const registryCa = createHash("sha256").update(registryCaPem).digest("hex");
   return createHash("sha256").update(JSON.stringify({ specHash, assignment, retryToken, registryCa })).digest("hex");
 }
+
+/**
+ * A day-2 operation's hash: its kind, inventory, limit, variables and version, the
+ * revision of the cluster it starts from (the same change made again later is a new
+ * operation), the retry token and the registry's CA.
+ */
+export function operationHash(
+  op: { kind: string; playbook: string; inventoryHosts: readonly AssignedHost[]; limit?: readonly string[]; extraVars?: Record<string, string>; kubernetesVersion?: string; mastersAreNodes: boolean },
+  revision: number,
+  retryToken: string,
+  registryCaPem: string,
+): string {
+  const hosts = [...op.inventoryHosts]
+    .sort((a, b) => (a.role === b.role ? a.index - b.index : a.role < b.role ? -1 : 1))
+    .map((h) => [h.role, h.index, h.namespace, h.name, h.ip, h.mac]);
+  const registryCa = createHash("sha256").update(registryCaPem).digest("hex");
+  const body = { kind: op.kind, playbook: op.playbook, hosts, limit: op.limit ?? [], extraVars: op.extraVars ?? {}, version: op.kubernetesVersion ?? "", mastersAreNodes: op.mastersAreNodes, revision, retryToken, registryCa };
+  return createHash("sha256").update(JSON.stringify(body)).digest("hex");
+}

@@ -26,6 +26,11 @@ export function childName(base: string, suffix: string): string {
   return `${base.slice(0, room).replace(/[-.]+$/, "")}-${digest}-${suffix}`;
 }
 
+/** A day-2 operation's Job: `<name>-<kind>-<first 8 hex of its hash>`. */
+export function operationJobName(p: Provisioning, kind: string, hash: string): string {
+  return childName(p.metadata.name!, `${kind}-${hash.slice(0, 8)}`);
+}
+
 export function names(p: Provisioning, installHash?: string) {
   const name = p.metadata.name!;
   const short = installHash?.slice(0, 8);

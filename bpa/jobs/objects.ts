@@ -14,8 +14,18 @@ import type {
   V1VolumeMount,
   V1EnvVar,
 } from "@kubernetes/client-node";
-import { ANNOTATION_INSTALL_HASH, LABEL_INSTALL_HASH, LABEL_MANAGED_BY, MANAGED_BY } from "../api/constants.js";
-import type { Provisioning } from "../api/types.js";
+import {
+  ANNOTATION_INSTALL_HASH,
+  ANNOTATION_OPERATION,
+  ANNOTATION_OUTCOME,
+  ANNOTATION_RECORD,
+  LABEL_INSTALL_HASH,
+  LABEL_MANAGED_BY,
+  LABEL_OPERATION,
+  MANAGED_BY,
+} from "../api/constants.js";
+import type { OperationRecord, Provisioning } from "../api/types.js";
+import type { OperationPlan } from "./operation.js";
 import type { BpaConfig } from "../config/config.js";
 import {
   INVENTORY_KEY_GROUP_VARS,
@@ -31,7 +41,7 @@ import {
   SSH_PRIVATE_KEY,
   SSH_PUBLIC_KEY,
 } from "./contract.js";
-import { childLabels, names, ownerReference } from "./names.js";
+import { childLabels, names, operationJobName, ownerReference } from "./names.js";
 import { cloudInitUserData } from "./ssh-key.js";
 
 export const COMPONENT = {
@@ -163,14 +173,52 @@ function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { 
   return { volumes, mounts };
 }
 
-export function installJob(p: Provisioning, config: BpaConfig, hash: string): V1Job {
+export function installJob(p: Provisioning, config: BpaConfig, hash: string, record?: Pick<OperationRecord, "hosts" | "description" | "kubernetesVersion">): V1Job {
+  const job = runnerJob(p, config, hash, names(p, hash).installJob!, { playbook: config.playbook, kind: "install" });
+  if (record) job.metadata!.annotations![ANNOTATION_RECORD] = JSON.stringify(record);
+  return job;
+}
+
+/**
+ * A day-2 operation's Job: the runner with the operation's playbook, --limit and extra
+ * variables; the cluster it leads to is in an annotation, so that its outcome can be
+ * applied from the Job alone (after an operator restart, before status was written).
+ */
+export function operationJob(p: Provisioning, config: BpaConfig, hash: string, op: OperationPlan): V1Job {
+  const job = runnerJob(p, config, hash, operationJobName(p, op.kind, hash), op);
+  job.metadata!.annotations![ANNOTATION_OUTCOME] = JSON.stringify(op.outcome);
+  job.metadata!.annotations![ANNOTATION_RECORD] = JSON.stringify(operationRecordFields(op));
+  return job;
+}
+
+/** The fields of an operation's status record that are known when it starts. */
+export function operationRecordFields(op: OperationPlan): Pick<OperationRecord, "hosts" | "description" | "kubernetesVersion" | "fromVersion"> {
+  return {
+    hosts: op.hosts,
+    description: op.summary,
+    ...(op.kubernetesVersion ? { kubernetesVersion: op.kubernetesVersion } : {}),
+    ...(op.fromVersion ? { fromVersion: op.fromVersion } : {}),
+  };
+}
+
+function runnerJob(
+  p: Provisioning,
+  config: BpaConfig,
+  hash: string,
+  name: string,
+  op: Pick<OperationPlan, "kind" | "playbook" | "limit" | "extraVars">,
+): V1Job {
   const n = names(p, hash);
-  const hashLabel = { [LABEL_INSTALL_HASH]: hash.slice(0, 16) };
+  const hashLabel = { [LABEL_INSTALL_HASH]: hash.slice(0, 16), [LABEL_OPERATION]: op.kind };
   const { volumes, mounts } = runnerVolumes(config, n.inventory);
+  const env = runnerEnv(p, config, "install", hash).map((e) => (e.name === RUNNER_ENV.playbook ? { ...e, value: op.playbook } : e));
+  env.push({ name: RUNNER_ENV.operation, value: op.kind });
+  if (op.limit?.length) env.push({ name: RUNNER_ENV.limit, value: op.limit.join(",") });
+  if (op.extraVars && Object.keys(op.extraVars).length) env.push({ name: RUNNER_ENV.extraVars, value: JSON.stringify(op.extraVars) });
   return {
     apiVersion: "batch/v1",
     kind: "Job",
-    metadata: { ...meta(p, n.installJob!, COMPONENT.install, hashLabel), annotations: { [ANNOTATION_INSTALL_HASH]: hash } },
+    metadata: { ...meta(p, name, COMPONENT.install, hashLabel), annotations: { [ANNOTATION_INSTALL_HASH]: hash, [ANNOTATION_OPERATION]: op.kind } },
     spec: {
       backoffLimit: config.job.backoffLimit,
       activeDeadlineSeconds: config.job.activeDeadlineSeconds,
@@ -185,7 +233,7 @@ export function installJob(p: Provisioning, config: BpaConfig, hash: string): V1
               image: config.runnerImage,
               imagePullPolicy: "IfNotPresent",
               args: ["install"],
-              env: runnerEnv(p, config, "install", hash),
+              env,
               volumeMounts: mounts,
               // The runner writes the failed task there; without it, the log's tail.
               terminationMessagePolicy: "FallbackToLogsOnError",

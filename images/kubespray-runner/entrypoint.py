@@ -12,12 +12,20 @@ kubeconfig_localhost=true and the appliance's kubespray pins as extra vars
 fetched (artifacts/admin.conf), point its server at the first control-plane host and
 PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
 $BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
-succeeded and the kubeconfig was written. On failure the first failed task, its host
+succeeded and the kubeconfig was written.
+
+Day-2 operations run the same way with $BPA_OPERATION (scale, add-control-plane, remove,
+upgrade) and their playbook: $BPA_LIMIT (host names, comma-separated) becomes --limit,
+after kubespray's playbooks/facts.yml refreshed every host's facts without it (kubespray's
+nodes.md asks for that before a limited run); $BPA_EXTRA_VARS (a JSON object) becomes -e
+name=value for each entry (remove-node.yml's node and skip_confirmation). A day-2
+operation hands the kubeconfig back when its playbook wrote one (cluster.yml,
+upgrade-cluster.yml) and does not need one otherwise. On failure the first failed task, its host
 and its message go into the pod's termination message ($BPA_TERMINATION_LOG, default
 /dev/termination-log), which the BPA shows in the Provisioning's Failed condition.
 
-agent (the agent pods): stays up and idle until stopped (scale.yml and upgrades are
-future work, DESIGN.md "Later").
+agent (the agent pods): stays up and idle until stopped (the operator runs day-2
+operations as Jobs).
 
 Only the standard library: the image has Debian's python3 and kubespray's pinned
 Python requirements (ansible, ansible-core, ...).
@@ -251,6 +259,32 @@ class FailureWatch:
         return f'task "{f["task"]}" {what} on host {f["host"]}: {f["detail"]}'
 
 
+OPERATIONS = ("install", "scale", "add-control-plane", "remove", "upgrade")
+
+
+def operation_args():
+    """The operation, its --limit hosts and its extra variables, from the Job's environment."""
+    operation = env("BPA_OPERATION", "install")
+    if operation not in OPERATIONS:
+        fail(f"unknown operation '{operation}' (BPA_OPERATION: one of {', '.join(OPERATIONS)}); nothing was run", 2)
+    limit = [h.strip() for h in env("BPA_LIMIT", "").split(",") if h.strip()]
+    for host in limit:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", host):
+            fail(f"BPA_LIMIT names '{host}', which is not an inventory host name; nothing was run", 2)
+    extra = []
+    raw = env("BPA_EXTRA_VARS")
+    if raw:
+        try:
+            variables = json.loads(raw)
+        except ValueError as error:
+            fail(f"BPA_EXTRA_VARS is not JSON ({error}); nothing was run", 2)
+        if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
+            fail("BPA_EXTRA_VARS must be a JSON object of strings; nothing was run", 2)
+        for name, value in sorted(variables.items()):
+            extra += ["-e", f"{name}={value}"]
+    return operation, limit, extra
+
+
 def run_playbook(hosts_ini, playbook, private_key, kubespray, extra=()):
     """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key
     copy; its output goes on to stdout. Returns the exit code and the first failed task (or None)."""
@@ -277,6 +311,7 @@ def install():
         fail(f"inventory {inventory} is missing (BPA_INVENTORY)")
     if not os.path.isfile(os.path.join(kubespray, playbook)):
         fail(f"playbook {playbook} is not in the kubespray tree {kubespray} (BPA_PLAYBOOK, BPA_KUBESPRAY_DIR)")
+    operation, limit, operation_vars = operation_args()
     registry_ca = registry_ca_file(inventory)
     pins = pins_args()
     ca_node_path = env("BPA_REGISTRY_CA_NODE_PATH", DEFAULT_REGISTRY_CA_NODE_PATH)
@@ -294,17 +329,27 @@ def install():
             dst.write(src.read())
     except OSError as error:
         fail(f"cannot read the SSH key {key} (BPA_SSH_KEY): {error}")
-    log(f"provisioning {env('BPA_PROVISIONING', '?')} install {env('BPA_INSTALL_HASH', '?')[:16]}")
+    log(f"provisioning {env('BPA_PROVISIONING', '?')} {operation} {env('BPA_INSTALL_HASH', '?')[:16]}: {playbook}{' --limit ' + ','.join(limit) if limit else ''}")
     log(f"putting the registry's site CA {registry_ca} on every node at {ca_node_path}")
     code, failure = run_playbook(hosts_ini, put_registry_ca_playbook(work, registry_ca, ca_node_path), private_key, kubespray)
     if code != 0:
         fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}{': ' + failure if failure else ''}); {playbook} was not run", code)
     artifacts = os.path.join(work, "artifacts")
-    code, failure = run_playbook(hosts_ini, playbook, private_key, kubespray, [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"])
+    common = [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"]
+    if limit:
+        log(f"refreshing every host's facts before the run limited to {','.join(limit)} (playbooks/facts.yml)")
+        code, failure = run_playbook(hosts_ini, "playbooks/facts.yml", private_key, kubespray, common)
+        if code != 0:
+            fail(f"playbooks/facts.yml failed before {playbook}: {failure}" if failure else f"playbooks/facts.yml failed (exit code {code}); {playbook} was not run", code)
+    code, failure = run_playbook(hosts_ini, playbook, private_key, kubespray, [*common, *operation_vars, *(["--limit", ",".join(limit)] if limit else [])])
     if code != 0:
         fail(f"{playbook} failed: {failure}" if failure else f"ansible-playbook {playbook} failed (exit code {code}; no failed task in its output)", code)
     admin_conf = os.path.join(artifacts, "admin.conf")
     if not os.path.isfile(admin_conf):
+        if operation != "install":
+            shutil.rmtree(work, ignore_errors=True)
+            log(f"{operation} done ({playbook} wrote no kubeconfig; the one handed back before stays)")
+            return
         fail(f"{playbook} succeeded but kubespray wrote no {admin_conf} (kubeconfig_localhost)")
     with open(inventory) as f:
         address = first_control_plane_address(f.read())
@@ -312,7 +357,7 @@ def install():
         kubeconfig = point_at(f.read(), address)
     hand_back(kubeconfig)
     shutil.rmtree(work, ignore_errors=True)
-    log("install done")
+    log(f"{operation} done")
 
 
 def agent():

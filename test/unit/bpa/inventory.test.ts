@@ -111,6 +111,14 @@ describe("kubespray inventory", () => {
     expect(list._meta.hostvars.m3!.etcd_member_name).toBeUndefined();
   });
 
+  it("a cluster installed without workers keeps its masters in kube_node when workers join (mastersAreNodes)", async () => {
+    const hosts = [host("m0", "master", 0, "10.0.2.1"), host("w0", "worker", 0, "10.0.2.2")];
+    const grown = await ansibleInventory(renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }, { mastersAreNodes: true }), renderGroupVars(testConfig(), "ns/r"), "grown");
+    expect(groupHosts(grown, "kube_node")).toEqual(["m0", "w0"]);
+    const split = await ansibleInventory(renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }), renderGroupVars(testConfig(), "ns/r"), "split");
+    expect(groupHosts(split, "kube_node")).toEqual(["w0"]);
+  });
+
   it("writes IPv6 addresses as they are", () => {
     const text = renderHostsIni([host("v6", "master", 0, "fd00::11")], { provisioning: "ns/p", installHash: "00".repeat(32) });
     expect(text).toContain("v6 ansible_host=fd00::11 ip=fd00::11");

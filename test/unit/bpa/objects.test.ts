@@ -3,10 +3,12 @@ import type { Provisioning } from "../../../bpa/api/types.js";
 import { loadConfig } from "../../../bpa/config/config.js";
 import { installHash } from "../../../bpa/jobs/hash.js";
 import { childName, names } from "../../../bpa/jobs/names.js";
+import { nextOperation } from "../../../bpa/jobs/operation.js";
 import {
   agentsDeployment,
   installJob,
   inventoryConfigMap,
+  operationJob,
   runnerRole,
   runnerRoleBinding,
   userDataSecret,
@@ -189,5 +191,24 @@ describe("configuration", () => {
   it("refuses registryInsecure: true with the fix (the registry speaks only TLS); false is accepted", () => {
     expect(() => testConfig({ registryInsecure: true })).toThrow(/registryInsecure: plain HTTP to the registry is gone.*delete registryInsecure/);
     expect(testConfig({ registryInsecure: false }).containerdMirrors[0]!.mirrors[0]!.host).toBe("https://192.168.100.1:5000");
+  });
+});
+
+describe("day-2 operation Job", () => {
+  const m0 = { name: "m0", namespace: "team-a", role: "master" as const, index: 0, mac: "52:54:00:00:00:01", ip: "10.0.0.1", cpu: 12, ramMebibytes: 8192 };
+  const w0 = { ...m0, name: "w0", role: "worker" as const, mac: "52:54:00:00:00:02", ip: "10.0.0.2" };
+  const next = nextOperation({ cluster: { hosts: [m0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: ["1.35.4"] });
+  if (!("operation" in next)) throw new Error("expected an operation");
+  const job = operationJob(p, config, hash, next.operation);
+  it("is named after its kind and runs the runner with the operation's playbook and --limit", () => {
+    expect(job.metadata!.name).toBe("provisioning-sample-scale-01234567");
+    expect(job.metadata!.labels).toMatchObject({ "bpa.akraino.org/component": "install", "bpa.akraino.org/operation": "scale" });
+    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BPA_MODE: "install", BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: "w0", BPA_INSTALL_HASH: hash });
+    expect(env.BPA_EXTRA_VARS).toBeUndefined();
+  });
+  it("carries the cluster it leads to and its status record, so a restarted operator can apply it from the Job alone", () => {
+    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/outcome"]!)).toEqual({ hosts: [m0, w0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 2 });
+    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/record"]!)).toEqual({ hosts: ["w0"], description: "scale.yml adds worker[0]=w0", kubernetesVersion: "1.35.4" });
   });
 });
