@@ -3,7 +3,8 @@
  * whether it may be used at all.
  */
 import { isIPv4 } from "node:net";
-import type { BareMetalHost, BmhNic } from "../api/types.js";
+import type { RoleRequirement } from "../api/spec.js";
+import type { AssignedHost, BareMetalHost, BmhNic } from "../api/types.js";
 import { qatCapability, sriovCapability, type Capability } from "./capabilities.js";
 
 /** Provisioning states in which a host runs an operating system we can SSH into. */
@@ -94,4 +95,10 @@ export function hostFacts(bmh: BareMetalHost): HostFacts {
  */
 export function hostSize(h: Pick<HostFacts, "cpu" | "ramMebibytes">): number {
   return h.ramMebibytes + 1024 * h.cpu;
+}
+
+/** A placement as status records it; a role pinned to a MAC uses that NIC's address when it has one. */
+export function toAssignedHost(role: RoleRequirement, host: HostFacts, bmh: BareMetalHost): AssignedHost {
+  const address = inventoryAddress(bmh, role.mac) ?? host.address!;
+  return { name: host.name, namespace: host.namespace, role: role.role, index: role.index, mac: address.mac, ip: address.ip, cpu: host.cpu, ramMebibytes: host.ramMebibytes };
 }

@@ -4,8 +4,11 @@
  * runs which version after an install, a new node or an upgrade.
  */
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import type { ClusterNode } from "../api/types.js";
-import { errorMessage } from "./kube.js";
+import type { ClusterNode, Provisioning, ProvisioningStatus } from "../api/types.js";
+import { KUBECONFIG_KEY } from "../jobs/contract.js";
+import { names } from "../jobs/names.js";
+import { errorMessage, isNotFound, type Clients } from "./kube.js";
+import { CONDITION, type ConditionInput } from "./status.js";
 
 /** How often a Ready cluster's nodes are read again without any event. */
 export const NODES_REFRESH_MS = 5 * 60_000;
@@ -45,4 +48,41 @@ export async function readClusterNodes(kubeconfig: string, timeoutMs = TIMEOUT_M
 /** "node-a v1.35.4, node-b v1.35.3 (NotReady)" */
 export function describeNodes(nodes: readonly ClusterNode[]): string {
   return nodes.map((n) => `${n.name} ${n.kubeletVersion}${n.ready ? "" : " (NotReady)"}`).join(", ");
+}
+
+/** The kubeconfig the runner handed back (base64, as in the Secret), or undefined while there is none. */
+export async function readKubeconfigSecret(c: Clients, namespace: string, name: string): Promise<string | undefined> {
+  try {
+    const secret = await c.core.readNamespacedSecret({ namespace, name });
+    const data = secret.data?.[KUBECONFIG_KEY];
+    return data && Buffer.from(data, "base64").length > 0 ? data : undefined;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The application cluster's nodes for status, read after an operation (`force`) and then
+ * every NODES_REFRESH_MS; unreachable: the NodesObserved condition says why and the last
+ * list stays.
+ */
+export async function observeNodes(
+  c: Clients,
+  p: Provisioning,
+  now: Date,
+  force: boolean,
+): Promise<{ fields?: Pick<ProvisioningStatus, "nodes" | "nodesObservedAt">; condition?: ConditionInput }> {
+  const seen = p.status?.conditions?.find((x) => x.type === CONDITION.nodesObserved);
+  const lastTry = seen?.status === "True" && p.status?.nodesObservedAt ? p.status.nodesObservedAt : seen?.lastTransitionTime;
+  if (!force && lastTry && now.getTime() - new Date(lastTry).getTime() < NODES_REFRESH_MS) return {};
+  const secret = names(p).kubeconfig;
+  const kubeconfig = await readKubeconfigSecret(c, p.metadata.namespace!, secret);
+  if (!kubeconfig) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "NoKubeconfig", message: `Secret ${secret} holds no kubeconfig` } };
+  const result = await readClusterNodes(Buffer.from(kubeconfig, "base64").toString());
+  if (!result.ok) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "Unreachable", message: result.message } };
+  return {
+    fields: { nodes: result.nodes, nodesObservedAt: now.toISOString().replace(/\.\d{3}Z$/, "Z") },
+    condition: { type: CONDITION.nodesObserved, status: "True", reason: "Read", message: describeNodes(result.nodes) },
+  };
 }

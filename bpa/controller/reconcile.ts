@@ -15,9 +15,10 @@ import {
   BPA_VERSION,
   PROVISIONING_PLURAL,
 } from "../api/constants.js";
-import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec, type RoleRequirement } from "../api/spec.js";
+import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec } from "../api/spec.js";
 import type { AssignedHost, BareMetalHost, ClusterState, Condition, OperationRecord, Phase, Provisioning, ProvisioningStatus } from "../api/types.js";
-import { hostFacts, inventoryAddress, type HostFacts } from "../assign/hosts.js";
+import { growAssignment } from "../assign/grow.js";
+import { hostFacts, toAssignedHost, type HostFacts } from "../assign/hosts.js";
 import { fits, planAssignment } from "../assign/plan.js";
 import type { BpaConfig } from "../config/config.js";
 import { clusterVersion, renderGroupVars } from "../inventory/group-vars.js";
@@ -37,7 +38,8 @@ import {
   runnerServiceAccount,
 } from "../jobs/objects.js";
 import { reconcileAgents } from "./agents.js";
-import { describeNodes, NODES_REFRESH_MS, readClusterNodes } from "./cluster-nodes.js";
+import { NODES_REFRESH_MS, observeNodes, readKubeconfigSecret } from "./cluster-nodes.js";
+import { dayTwoStatus, operationFinishedEvent, operationStartedEvent, type DayTwoState } from "./day-two.js";
 import { recordOf, settle, withRecord, type Ledger } from "./ledger.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
 import { jobState, ownedBy } from "./owners.js";
@@ -46,7 +48,7 @@ import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
 import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
 import type { Logger } from "./log.js";
-import { hostKey, PlanRegistry, type Plan } from "./plans.js";
+import { PlanRegistry, type Plan } from "./plans.js";
 import { CONDITION, jsonEqual, mergeConditions, statusPatch, type ConditionInput } from "./status.js";
 
 /** What the reconciler reads from the informers' caches. */
@@ -67,12 +69,6 @@ export interface ReconcileResult {
 
 /** How often an unsatisfiable Provisioning is re-planned without any event. */
 export const UNSATISFIABLE_RECHECK_MS = 60_000;
-
-/** A placement as status records it; a role pinned to a MAC uses that NIC's address when it has one. */
-function assignedHost(role: RoleRequirement, host: HostFacts, bmh: BareMetalHost): AssignedHost {
-  const address = inventoryAddress(bmh, role.mac) ?? host.address!;
-  return { name: host.name, namespace: host.namespace, role: role.role, index: role.index, mac: address.mac, ip: address.ip, cpu: host.cpu, ramMebibytes: host.ramMebibytes };
-}
 
 function created(obj: { metadata?: { creationTimestamp?: Date | string } }): number {
   const t = obj.metadata?.creationTimestamp;
@@ -101,9 +97,6 @@ type Operation = { job: V1Job } | { finished: Phase };
 function installOutcome(hosts: AssignedHost[], kubernetesVersion: string | undefined): ClusterState {
   return { hosts, ...(kubernetesVersion ? { kubernetesVersion } : {}), mastersAreNodes: !hosts.some((h) => h.role === "worker"), revision: 1 };
 }
-
-/** "add-control-plane" -> "AddControlPlane", for Event and condition reasons. */
-const reasonWord = (kind: string) => kind.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase());
 
 const assignedText = (hosts: AssignedHost[]) => hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
 const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({ type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText(hosts) });
@@ -135,7 +128,12 @@ export class Reconciler {
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
     if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
     if (ledger.cluster) return this.dayTwo(key, p, spec, plan, ledger, registryCA.pem, sshKeySecret);
-    const inventory = await this.prepareInventory(key, p, spec, plan, registryCA.pem);
+    return this.install(key, p, spec, plan, ledger, registryCA.pem, sshKeySecret);
+  }
+
+  /** Before the cluster exists: the inventory, the install Job, the agents, and status from the Job. */
+  private async install(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, registryCaPem: string, sshKeySecret: string): Promise<ReconcileResult> {
+    const inventory = await this.prepareInventory(key, p, spec, plan, registryCaPem);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
     const phase = await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret, operations: ledger.operations }, plan, inventory.outcome);
@@ -319,7 +317,7 @@ export class Reconciler {
       return "Failed";
     }
     // Succeeded: the runner must have handed the kubeconfig back.
-    const kubeconfig = await this.readKubeconfig(namespace, n.kubeconfig);
+    const kubeconfig = await readKubeconfigSecret(this.c, namespace, n.kubeconfig);
     if (!kubeconfig) {
       const message = `install Job ${n.installJob} succeeded but the runner handed back no kubeconfig: Secret ${n.kubeconfig} has no "${KUBECONFIG_KEY}" data; ${logs}`;
       await this.writeStatus(p, "Failed", { ...base, operations: withRecord(base.operations ?? [], { ...record, result: "Failed", message: "no kubeconfig handed back" }) }, [
@@ -375,7 +373,7 @@ export class Reconciler {
     const result = planAssignment({ roles, hosts: facts, claimedBy: this.plans.claimsExcept(key) });
     if (!result.ok) return { unmet: result.message };
     const bmhByKey = new Map(bmhs.map((b) => [`${b.metadata.namespace}/${b.metadata.name}`, b]));
-    const hosts: AssignedHost[] = result.placements.map(({ role, host }) => assignedHost(role, host, bmhByKey.get(host.key)!));
+    const hosts: AssignedHost[] = result.placements.map(({ role, host }) => toAssignedHost(role, host, bmhByKey.get(host.key)!));
     const plan = { specHash: sh, hosts };
     const released = this.plans.set(key, plan);
     if (released.length) this.onHostsReleased(released);
@@ -383,77 +381,23 @@ export class Reconciler {
     return plan;
   }
 
-  /**
-   * The assignment once the cluster is installed: installed hosts keep their roles and
-   * never move (even if an edited entry no longer fits them); an entry without one keeps
-   * the host held for it when still good, else gets a free host that fits; installed
-   * hosts whose entry is gone stay claimed ("retained") until their removal succeeded.
-   */
-  private growPlan(
-    key: string,
-    p: Provisioning,
-    sh: string,
-    spec: NormalizedSpec,
-    facts: HostFacts[],
-    bmhs: readonly BareMetalHost[],
-    cluster: ClusterState,
-  ): Plan | { unmet: string } {
-    const roles = allRoles(spec);
-    const same = (h: AssignedHost, r: { role: string; index: number }) => h.role === r.role && h.index === r.index;
-    const held = this.plans.get(key)?.hosts ?? p.status?.assignedHosts ?? [];
-    const byKey = new Map(facts.map((f) => [f.key, f]));
-    const claims = this.plans.claimsExcept(key);
-    const installed = new Set(cluster.hosts.map(hostKey));
-    const kept: AssignedHost[] = [];
-    const hasMac = (h: AssignedHost, mac: string) => h.mac === mac || Boolean(byKey.get(hostKey(h))?.macs.has(mac));
-    // Pinned worker entries first: they keep the installed worker with their MAC, at any position.
-    const members = new Map<RoleRequirement, AssignedHost>();
-    const used = new Set<string>();
-    for (const r of roles.filter((x) => x.role === "worker" && x.mac)) {
-      const h = cluster.hosts.find((x) => x.role === "worker" && !used.has(hostKey(x)) && hasMac(x, r.mac!));
-      if (h) {
-        members.set(r, { ...h, index: r.index });
-        used.add(hostKey(h));
-      }
-    }
-    for (const r of roles.filter((x) => !members.has(x))) {
-      const h = cluster.hosts.find((x) => same(x, r) && !used.has(hostKey(x)));
-      if (h && (!r.mac || r.role === "master" || hasMac(h, r.mac))) {
-        members.set(r, h);
-        used.add(hostKey(h));
-      }
-    }
-    const open = roles.filter((r) => {
-      const member = members.get(r);
-      if (member) {
-        kept.push(member);
-        return false;
-      }
-      const h = held.find((x) => same(x, r) && !installed.has(hostKey(x)));
-      const f = h && byKey.get(hostKey(h));
-      if (h && f && !f.unusable && !claims.has(f.key) && fits(r, f)) {
-        kept.push(h);
-        return false;
-      }
-      return true;
+  /** The assignment once the cluster is installed (bpa/assign/grow.ts); recorded in the plan registry. */
+  private growPlan(key: string, p: Provisioning, sh: string, spec: NormalizedSpec, facts: HostFacts[], bmhs: readonly BareMetalHost[], cluster: ClusterState): Plan | { unmet: string } {
+    const grown = growAssignment({
+      roles: allRoles(spec),
+      installed: cluster.hosts,
+      held: this.plans.get(key)?.hosts ?? p.status?.assignedHosts ?? [],
+      facts,
+      bmhs,
+      claimedBy: this.plans.claimsExcept(key),
     });
-    let hosts = kept;
-    if (open.length) {
-      const taken = new Set([...kept, ...cluster.hosts].map(hostKey));
-      const result = planAssignment({ roles: open, hosts: facts.filter((f) => !taken.has(f.key)), claimedBy: claims });
-      if (!result.ok) return { unmet: result.message };
-      const bmhByKey = new Map(bmhs.map((b) => [`${b.metadata.namespace}/${b.metadata.name}`, b]));
-      hosts = [...kept, ...result.placements.map(({ role, host }) => assignedHost(role, host, bmhByKey.get(host.key)!))];
-    }
-    hosts.sort((a, b) => (a.role === b.role ? a.index - b.index : a.role === "master" ? -1 : 1));
-    const wanted = new Set(hosts.map(hostKey));
-    const retained = cluster.hosts.filter((h) => !wanted.has(hostKey(h)));
-    const plan: Plan = { specHash: sh, hosts, ...(retained.length ? { retained } : {}) };
+    if (!grown.ok) return { unmet: grown.unmet };
+    const plan: Plan = { specHash: sh, hosts: grown.hosts, ...(grown.retained.length ? { retained: grown.retained } : {}) };
     const before = this.plans.get(key);
     if (before && jsonEqual(before, plan)) return before;
     const released = this.plans.set(key, plan);
     if (released.length) this.onHostsReleased(released);
-    if (open.length) this.log.info("assigned hosts to new roles", { provisioning: key, hosts: hosts.filter((h) => !installed.has(hostKey(h))).map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
+    if (grown.added.length) this.log.info("assigned hosts to new roles", { provisioning: key, hosts: grown.added.map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
     return plan;
   }
 
@@ -464,15 +408,14 @@ export class Reconciler {
    * the cluster stays as it was before it.
    */
   private async dayTwo(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, registryCaPem: string, sshKeySecret: string): Promise<ReconcileResult> {
-    for (const record of ledger.finished) await this.operationEvent(p, record);
+    for (const record of ledger.finished) await recordEvent(this.c, this.log, p, operationFinishedEvent(record), this.now());
     const cluster = ledger.cluster!;
     let operations = ledger.operations;
-    let active = ledger.running;
     let inventoryConfigMap = p.status?.inventoryConfigMap;
-    let refused: string | undefined;
-    let failed: OperationRecord | undefined;
-    if (active) {
-      inventoryConfigMap = names(p, active.job.metadata!.annotations![ANNOTATION_INSTALL_HASH]).inventory;
+    let state: DayTwoState = { upToDate: true };
+    if (ledger.running) {
+      state = { running: ledger.running };
+      inventoryConfigMap = names(p, ledger.running.job.metadata!.annotations![ANNOTATION_INSTALL_HASH]).inventory;
     } else {
       const verdict = nextOperation({
         cluster,
@@ -480,73 +423,33 @@ export class Reconciler {
         wantedVersion: clusterVersion(this.config, spec.kubernetesVersion),
         servedVersions: this.config.kubernetesVersions ?? [],
       });
-      if ("blocked" in verdict) refused = verdict.blocked;
+      if ("blocked" in verdict) {
+        state = { refused: verdict.blocked };
+        await recordEvent(this.c, this.log, p, { type: "Warning", reason: "ChangeRefused", message: verdict.blocked }, this.now());
+      }
       if ("operation" in verdict) {
         const op = verdict.operation;
         const hash = operationHash(op, cluster.revision, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
-        failed = operations.find((r) => r.id === hash.slice(0, 16) && r.result !== "Running");
-        if (!failed) {
-          active = await this.startOperation(key, p, op, hash, registryCaPem);
-          operations = withRecord(operations, active.record);
+        const failed = operations.find((r) => r.id === hash.slice(0, 16) && r.result !== "Running");
+        if (failed) state = { failed };
+        else {
+          const running = await this.startOperation(key, p, op, hash, registryCaPem);
+          state = { running };
+          operations = withRecord(operations, running.record);
           inventoryConfigMap = names(p, hash).inventory;
         }
       }
     }
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventoryConfigMap);
-    const nodes = active ? {} : await this.observeNodes(p, ledger.finished.length > 0);
-    const base: ProvisioningStatus = {
-      assignedHosts: plan.hosts,
-      specHash: plan.specHash,
-      sshKeySecret,
-      podAgents,
-      cluster,
-      operations,
-      ...(inventoryConfigMap ? { inventoryConfigMap } : {}),
-      ...nodes.fields,
-    };
-    const conditions: ConditionInput[] = [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : [])];
-    const namespace = p.metadata.namespace!;
-    const usable = `the cluster is installed and usable (Kubernetes ${cluster.kubernetesVersion ?? "?"}; ${cluster.hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ")}); its kubeconfig is in Secret ${names(p).kubeconfig}`;
-    if (active) {
-      const { job, record } = active;
-      const what = record.description ?? `${record.playbook} (${record.kind})`;
-      await this.writeStatus(p, "Updating", base, [
-        ...conditions,
-        { type: CONDITION.ready, status: "True", reason: "Updating", message: `${usable}; ${what} runs in Job ${job.metadata!.name}` },
-        { type: CONDITION.updating, status: "True", reason: reasonWord(record.kind), message: `${what}; logs: kubectl -n ${namespace} logs -f job/${job.metadata!.name}` },
-        { type: CONDITION.failed, status: "False", reason: "Updating", message: "" },
-      ]);
-      return {};
-    }
-    if (refused) {
-      await recordEvent(this.c, this.log, p, { type: "Warning", reason: "ChangeRefused", message: refused }, this.now());
-      await this.writeStatus(p, "UpdateFailed", base, [
-        ...conditions,
-        { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
-        { type: CONDITION.updating, status: "False", reason: "ChangeRefused", message: refused },
-        { type: CONDITION.failed, status: "True", reason: "ChangeRefused", message: `the spec asks for a change the BPA does not make: ${refused}` },
-      ]);
-      return {};
-    }
-    if (failed) {
-      const what = failed.description ?? `${failed.playbook} (${failed.kind})`;
-      const message = `${what} failed in Job ${failed.job}: ${failed.message ?? "see its logs"}. The cluster runs as before it (${cluster.hosts.map((h) => h.name).join(", ")}, Kubernetes ${cluster.kubernetesVersion ?? "?"}). Logs: kubectl -n ${namespace} logs job/${failed.job}. To retry, set the annotation ${ANNOTATION_RETRY} to a new value; to give up, change the spec back.`;
-      await this.writeStatus(p, "UpdateFailed", base, [
-        ...conditions,
-        { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
-        { type: CONDITION.updating, status: "False", reason: `${reasonWord(failed.kind)}Failed`, message: what },
-        { type: CONDITION.failed, status: "True", reason: `${reasonWord(failed.kind)}Failed`, message },
-      ]);
-      return {};
-    }
-    const last = [...operations].reverse().find((r) => r.result === "Succeeded");
-    await this.writeStatus(p, "Ready", base, [
-      ...conditions,
-      { type: CONDITION.ready, status: "True", reason: "Installed", message: usable },
-      { type: CONDITION.updating, status: "False", reason: "UpToDate", message: last ? `last: ${last.description ?? last.kind} (Job ${last.job})` : "" },
-      { type: CONDITION.failed, status: "False", reason: "UpToDate", message: "" },
-    ]);
-    return { requeueAfterMs: NODES_REFRESH_MS };
+    const nodes = "running" in state ? {} : await observeNodes(this.c, p, this.now(), ledger.finished.length > 0);
+    const { phase, conditions } = dayTwoStatus(p, cluster, operations, state);
+    await this.writeStatus(
+      p,
+      phase,
+      { assignedHosts: plan.hosts, specHash: plan.specHash, sshKeySecret, podAgents, cluster, operations, ...(inventoryConfigMap ? { inventoryConfigMap } : {}), ...nodes.fields },
+      [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : []), ...conditions],
+    );
+    return "upToDate" in state ? { requeueAfterMs: NODES_REFRESH_MS } : {};
   }
 
   /** Writes the operation's inventory and creates its Job; one Event says what it does. */
@@ -557,36 +460,9 @@ export class Reconciler {
     const job = await this.createJob(p, hash, op);
     await this.prune(p, this.ownedJobs(p), hash);
     this.log.info("started a day-2 operation", { provisioning: key, job: job.metadata?.name, operation: op.summary });
-    await recordEvent(this.c, this.log, p, { type: "Normal", reason: `${reasonWord(op.kind)}Started`, message: `${op.summary} (Job ${job.metadata!.name})` }, this.now());
-    return { job, record: recordOf(job, []) };
-  }
-
-  private async operationEvent(p: Provisioning, r: OperationRecord): Promise<void> {
-    const what = r.description ?? `${r.playbook} (${r.kind})`;
-    const ok = r.result === "Succeeded";
-    await recordEvent(this.c, this.log, p, {
-      type: ok ? "Normal" : "Warning",
-      reason: `${reasonWord(r.kind)}${ok ? "Succeeded" : "Failed"}`,
-      message: ok ? `${what}: done (Job ${r.job})` : `${what} failed (Job ${r.job}): ${r.message ?? ""}`,
-    }, this.now());
-  }
-
-  /**
-   * The application cluster's nodes, read through its kubeconfig after an operation and
-   * then every NODES_REFRESH_MS; unreachable: a condition says so and the last list stays.
-   */
-  private async observeNodes(p: Provisioning, force: boolean): Promise<{ fields?: Pick<ProvisioningStatus, "nodes" | "nodesObservedAt">; condition?: ConditionInput }> {
-    const last = p.status?.nodesObservedAt ? new Date(p.status.nodesObservedAt).getTime() : 0;
-    const seen = p.status?.conditions?.find((c) => c.type === CONDITION.nodesObserved);
-    if (!force && seen && this.now().getTime() - (seen.status === "True" ? last : new Date(seen.lastTransitionTime).getTime()) < NODES_REFRESH_MS) return {};
-    const kubeconfig = await this.readKubeconfig(p.metadata.namespace!, names(p).kubeconfig);
-    if (!kubeconfig) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "NoKubeconfig", message: `Secret ${names(p).kubeconfig} holds no kubeconfig` } };
-    const result = await readClusterNodes(Buffer.from(kubeconfig, "base64").toString());
-    if (!result.ok) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "Unreachable", message: result.message } };
-    return {
-      fields: { nodes: result.nodes, nodesObservedAt: this.now().toISOString().replace(/\.\d{3}Z$/, "Z") },
-      condition: { type: CONDITION.nodesObserved, status: "True", reason: "Read", message: describeNodes(result.nodes) },
-    };
+    const record = recordOf(job, []);
+    await recordEvent(this.c, this.log, p, operationStartedEvent(record), this.now());
+    return { job, record };
   }
 
   private async createJob(p: Provisioning, hash: string, op?: OperationPlan, installRecord?: Parameters<typeof installJob>[3]): Promise<V1Job> {
@@ -646,17 +522,6 @@ export class Reconciler {
       .sort();
     const name = job.metadata!.name!;
     return `logs: kubectl -n ${namespace} logs job/${name}${pods.length ? ` (pods: ${pods.join(", ")})` : ""}`;
-  }
-
-  private async readKubeconfig(namespace: string, name: string): Promise<string | undefined> {
-    try {
-      const secret = await this.c.core.readNamespacedSecret({ namespace, name });
-      const data = secret.data?.[KUBECONFIG_KEY];
-      return data && Buffer.from(data, "base64").length > 0 ? data : undefined;
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
   }
 
   /** Writes status through the status subresource when it changed. */

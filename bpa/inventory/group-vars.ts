@@ -52,6 +52,12 @@ export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record
     // 127.0.0.53, which inside CoreDNS's pod is CoreDNS itself (a forwarding loop it exits
     // on). Pods get resolved's own list of upstream servers instead, as kubespray does for Ubuntu.
     kube_resolv_conf: "/run/systemd/resolve/resolv.conf",
+    // A node joining later (day 2, scale.yml) waits for the control plane to sign its
+    // bootstrap token into cluster-info (kube-controller-manager's bootstrap signer): kubeadm
+    // gives up after kubespray's 60 s, which a busy or slow control plane can miss. Five
+    // minutes, within the join's own timeout.
+    discovery_timeout: "5m0s",
+    kubeadm_join_timeout: "600s",
     // How the runner logs in.
     ansible_user: config.sshUser,
     ansible_ssh_private_key_file: RUNNER_SSH_KEY_PATH,

@@ -1,11 +1,13 @@
 /**
  * `npm run e2e:kubespray`: the real kubespray installs an application cluster on a compute
- * node that can reach nothing but the appliance's registry and file server.
+ * node that can reach nothing but the appliance's registry and file server; then, day 2, a
+ * worker entry added to the Provisioning makes the BPA join a second node with the real
+ * scale.yml.
  *
  * Everything runs in a network namespace of its own (the npm script starts the run under
- * `unshare --net`): its loopback, and one tap device shared with the compute node VM
- * (10.124.0.1 here, 10.124.0.2 the node). Nothing routes anywhere else: a new namespace
- * does not forward.
+ * `unshare --net`): its loopback, and a bridge with one tap device per compute node VM
+ * (10.124.0.1 here, 10.124.0.2 and .3 the nodes). Nothing routes anywhere else: a new
+ * namespace does not forward.
  *
  * Real: the build's OS image (the node's disk, with the BPA's cloud-init user-data on a
  * NoCloud seed and a static address), the build's seeded registry (docker-registry behind
@@ -14,7 +16,9 @@
  * the install Job for a Provisioning and a BareMetalHost, the runner image (its root
  * filesystem, entrypoint and environment) running the real kubespray v2.31.0 cluster.yml,
  * the kubeconfig handed back into the Provisioning's Secret, then `kubectl get nodes` and a
- * pod pulled through the appliance's registry in the new cluster.
+ * pod pulled through the appliance's registry in the new cluster; then the BPA's scale Job
+ * (scale.yml --limit to the new node, after every host's facts) and the second node Ready,
+ * running a pod, with status.cluster and status.nodes showing both.
  *
  * STAND-IN: no kubelet runs the Job; test/helpers/job-standin.ts runs its container as a
  * kubelet would and writes the Job's status as the Job controller would. The
@@ -31,7 +35,7 @@ import { execa, type ResultPromise } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig, type BpaConfig } from "../../bpa/config/config.js";
-import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeClients, mergePatch, type Clients } from "../../bpa/controller/kube.js";
 import { makeLogger } from "../../bpa/controller/log.js";
 import { sshObjectNames } from "../../bpa/jobs/objects.js";
 import { Operator } from "../../bpa/operator.js";
@@ -50,16 +54,27 @@ import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { REPO } from "../helpers/cli.js";
-import { readImageConfig, runJobAsKubelet, type ImageConfig, type JobRun } from "../helpers/job-standin.js";
+import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/job-standin.js";
 import { unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
 
-const TAP = "icnks0";
+const BRIDGE = "icnbr0";
 const HOST_IP = "10.124.0.1";
-const NODE_IP = "10.124.0.2";
-const NODE_MAC = "52:54:00:12:40:02";
-const NODE_NAME = "compute-a";
-const NODE_MEMORY_MIB = Number(process.env.ICN_E2E_NODE_MEMORY_MIB ?? 6144);
+interface NodeSpec {
+  name: string;
+  ip: string;
+  mac: string;
+  tap: string;
+  memoryMiB: number;
+}
+/** The first node: control plane and worker (kubespray's single-node layout). */
+const NODE_A: NodeSpec = { name: "compute-a", ip: "10.124.0.2", mac: "52:54:00:12:40:02", tap: "icnks0", memoryMiB: Number(process.env.ICN_E2E_NODE_MEMORY_MIB ?? 6144) };
+/** The node added on day 2, as a worker. */
+const NODE_B: NodeSpec = { name: "compute-b", ip: "10.124.0.3", mac: "52:54:00:12:40:03", tap: "icnks1", memoryMiB: Number(process.env.ICN_E2E_WORKER_MEMORY_MIB ?? 3072) };
+const NODES = [NODE_A, NODE_B];
+const NODE_NAME = NODE_A.name;
+const NODE_IP = NODE_A.ip;
+const NODE_MAC = NODE_A.mac;
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
 const REGISTRY_HOST = `${HOST_IP}:5000`;
 const FILES_REPO = `http://${HOST_IP}:8080/kubespray`;
@@ -84,7 +99,8 @@ let c: Clients;
 let operator: Operator | undefined;
 let registry: RegistryServer | undefined;
 let nginx: ResultPromise | undefined;
-let vm: (BootResult & { ssh: (command: string) => Promise<{ ok: boolean; output: string }> }) | undefined;
+type NodeVm = BootResult & { ssh: (command: string) => Promise<{ ok: boolean; output: string }> };
+const vms = new Map<string, NodeVm>();
 let osImage: string;
 let runnerRoot: string;
 let runnerConfig: ImageConfig;
@@ -99,14 +115,20 @@ async function sh(command: string, args: string[]) {
 /** The run must be in a network namespace of its own: only lo, down or up. */
 async function requireOwnNetwork(): Promise<void> {
   const links = (await sh("ip", ["-o", "link", "show"])).stdout.split("\n").map((l) => l.split(":")[1]!.trim().split("@")[0]);
-  if (links.some((l) => l !== "lo" && l !== TAP)) {
+  const ours = new Set(["lo", BRIDGE, ...NODES.map((n) => n.tap)]);
+  if (links.some((l) => !ours.has(l!))) {
     throw new Error(`this run must be in a network namespace of its own (found links ${links.join(", ")}): start it with 'npm run e2e:kubespray'`);
   }
   await sh("ip", ["link", "set", "lo", "up"]);
-  await execa("ip", ["link", "del", TAP], { reject: false });
-  await sh("ip", ["tuntap", "add", "dev", TAP, "mode", "tap"]);
-  await sh("ip", ["addr", "add", `${HOST_IP}/24`, "dev", TAP]);
-  await sh("ip", ["link", "set", TAP, "up"]);
+  for (const link of [...NODES.map((n) => n.tap), BRIDGE]) await execa("ip", ["link", "del", link], { reject: false });
+  await sh("ip", ["link", "add", BRIDGE, "type", "bridge"]);
+  await sh("ip", ["addr", "add", `${HOST_IP}/24`, "dev", BRIDGE]);
+  await sh("ip", ["link", "set", BRIDGE, "up"]);
+  for (const node of NODES) {
+    await sh("ip", ["tuntap", "add", "dev", node.tap, "mode", "tap"]);
+    await sh("ip", ["link", "set", node.tap, "master", BRIDGE]);
+    await sh("ip", ["link", "set", node.tap, "up"]);
+  }
 }
 
 /** The appliance's file server (nginx on :8080) and its registry behind TLS (:5000), on the node's network only. */
@@ -145,7 +167,17 @@ async function startApplianceServices(filesRoot: string, storage: string): Promi
 async function shippedConfig(): Promise<BpaConfig> {
   const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
   const shipped = yaml.load(configMap.data["config.yaml"]!) as Record<string, unknown>;
-  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false } }, "manifests/bpa/config.yaml (e2e addresses)");
+  // Under TCG the emulated control plane is starved while the other VM works: its
+  // scheduler and controller manager missed their 10 s lease renewals and restarted (with
+  // back-off), and a joining node found cluster-info unsigned. A site's configuration may
+  // set kubespray variables (extraVars); this one gives them room. Not needed on hardware.
+  const tcgRoom = {
+    kube_controller_manager_leader_elect_lease_duration: "120s",
+    kube_controller_manager_leader_elect_renew_deadline: "90s",
+    kube_scheduler_leader_elect_lease_duration: "120s",
+    kube_scheduler_leader_elect_renew_deadline: "90s",
+  };
+  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false }, extraVars: { ...(shipped.extraVars as object | undefined), ...tcgRoom } }, "manifests/bpa/config.yaml (e2e addresses)");
 }
 
 /**
@@ -153,40 +185,77 @@ async function shippedConfig(): Promise<BpaConfig> {
  * network, with a name server as a site's network would name one (nothing answers there:
  * the site is offline; CoreDNS needs an upstream that is not itself).
  */
-async function noCloudSeed(userData: string): Promise<string> {
-  const dir = join(work, "seed");
+async function noCloudSeed(node: NodeSpec, userData: string): Promise<string> {
+  const dir = join(work, `seed-${node.name}`);
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "user-data"), userData);
-  await writeFile(join(dir, "meta-data"), `instance-id: ${NODE_NAME}\nlocal-hostname: ${NODE_NAME}\n`);
-  const network = { version: 2, ethernets: { nic0: { match: { macaddress: NODE_MAC }, addresses: [`${NODE_IP}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }], nameservers: { addresses: [HOST_IP] } } } };
+  await writeFile(join(dir, "meta-data"), `instance-id: ${node.name}\nlocal-hostname: ${node.name}\n`);
+  const network = { version: 2, ethernets: { nic0: { match: { macaddress: node.mac }, addresses: [`${node.ip}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }], nameservers: { addresses: [HOST_IP] } } } };
   await writeFile(join(dir, "network-config"), yaml.dump(network));
-  const seed = join(work, "seed.img");
+  const seed = join(work, `seed-${node.name}.img`);
   await sh("mkfs.vfat", ["-n", "CIDATA", "-C", seed, "2048"]);
   await sh("mcopy", ["-i", seed, join(dir, "user-data"), join(dir, "meta-data"), join(dir, "network-config"), "::/"]);
   return seed;
 }
 
-async function bootNode(userData: string, privateKey: string): Promise<void> {
+async function bootNode(node: NodeSpec, userData: string, privateKey: string): Promise<NodeVm> {
   const keyFile = join(work, "bpa-key");
   await writeFile(keyFile, privateKey, { mode: 0o600 });
   const booted = await bootImage({
     image: osImage,
     firmware: "bios",
     timeoutSeconds: 8 * 3600,
-    memoryMiB: NODE_MEMORY_MIB,
+    memoryMiB: node.memoryMiB,
     diskSize: "40G",
     tcgMultiThread: true,
-    tap: { ifname: TAP, mac: NODE_MAC },
-    extraDisks: [await noCloudSeed(userData)],
+    tap: { ifname: node.tap, mac: node.mac },
+    extraDisks: [await noCloudSeed(node, userData)],
     keepRunning: true,
     readyPattern: CLOUD_INIT_DONE,
     failurePattern: /Kernel panic.*|Found ordering cycle.*/,
   });
   const ssh = async (command: string) => {
-    const result = await execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", `root@${NODE_IP}`, command], { reject: false, all: true });
+    const result = await execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", `root@${node.ip}`, command], { reject: false, all: true });
     return { ok: result.exitCode === 0, output: String(result.all ?? "") };
   };
-  vm = { ...booted, ssh };
+  const vm = { ...booted, ssh };
+  vms.set(node.name, vm);
+  return vm;
+}
+
+/** The BPA's user-data and SSH key of the namespace (what Metal3 would give a node it provisions). */
+async function bpaUserDataAndKey(): Promise<{ userData: string; privateKey: string }> {
+  const objects = sshObjectNames(await shippedConfig());
+  const userData = await waitFor("the BPA's user-data Secret", async () => (await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.userData })).data?.userData, 60_000, 500);
+  const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.privateKey });
+  return { userData: Buffer.from(userData, "base64").toString(), privateKey: Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString() };
+}
+
+/** Runs a BPA Job's container under the kubelet stand-in, printing each play with its time; fails with the runner's message. */
+async function runJob(job: V1Job, label: string): Promise<string[]> {
+  const output: string[] = [];
+  let lastPlay = "";
+  const run = await runJobAsKubelet({
+    c,
+    job,
+    rootfs: runnerRoot,
+    image: runnerConfig,
+    apiServer: new URL(kube.server),
+    apiServerCa: Buffer.from(kc.getCurrentCluster()!.caData!, "base64").toString(),
+    work,
+    extraEnv: { ANSIBLE_CALLBACKS_ENABLED: "ansible.posix.profile_roles,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT: "30" },
+    onLine: (line) => {
+      output.push(line);
+      const play = /^PLAY \[(.+)\] \*+/.exec(line);
+      if (play && play[1] !== lastPlay) phase(`${label} play: ${(lastPlay = play[1]!)}`);
+      if (/^(fatal|failed):|^bpa-runner:/.test(line)) console.log(`e2e:kubespray ${line}`);
+    },
+  });
+  await writeFile(join(tmpdir(), `e2e-kubespray-${label}.log`), output.join("\n"));
+  const recap = output.slice(output.map((l) => l.startsWith("PLAY RECAP")).lastIndexOf(true));
+  console.log(`e2e:kubespray ${label}: runner exit ${run.exitCode}; termination message: ${run.terminationMessage || "(none)"}\n${recap.join("\n")}`);
+  expect(run.exitCode, run.terminationMessage || output.slice(-60).join("\n")).toBe(0);
+  return output;
 }
 
 beforeAll(async () => {
@@ -226,7 +295,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   console.log(`e2e:kubespray phases:\n${phases.join("\n")}`);
-  await vm?.stop?.();
+  for (const vm of vms.values()) await vm.stop?.();
   await operator?.stop?.();
   await kube?.stop();
   if (nginx && nginx.exitCode === null) {
@@ -234,31 +303,30 @@ afterAll(async () => {
     await nginx;
   }
   await registry?.stop();
-  await execa("ip", ["link", "del", TAP], { reject: false });
+  for (const link of [...NODES.map((n) => n.tap), BRIDGE]) await execa("ip", ["link", "del", link], { reject: false });
   if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
 });
 
 describe("an application cluster installed by the real kubespray, offline", () => {
   let job: V1Job;
-  let run: JobRun;
   const output: string[] = [];
+  let kubectl: (...args: string[]) => Promise<{ exitCode?: number; all?: string }>;
+  let builtPause: BuiltImage;
 
   it("the BPA makes the node's user-data; the node boots the OS image with it", async () => {
     await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }] } });
-    const objects = sshObjectNames(await shippedConfig());
-    const userData = await waitFor("the BPA's user-data Secret", async () => (await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.userData })).data?.userData, 60_000, 500);
-    const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.privateKey });
-    await bootNode(Buffer.from(userData, "base64").toString(), Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString());
-    expect(vm!.ready, `${vm!.failure ?? ""}\n${vm!.lastLines.join("\n")}`).toBe(true);
-    phase(`compute node booted (${vm!.accel}), cloud-init done after ${vm!.seconds.toFixed(0)} s`);
-    const whoami = await vm!.ssh("hostname; ip -4 -o addr show scope global | awk '{print $4}'");
+    const { userData, privateKey } = await bpaUserDataAndKey();
+    const vm = await bootNode(NODE_A, userData, privateKey);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    phase(`compute node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
+    const whoami = await vm.ssh("hostname; ip -4 -o addr show scope global | awk '{print $4}'");
     expect(whoami.output).toBe(`${NODE_NAME}\n${NODE_IP}/24`);
     // Offline: the node reaches the appliance's services and nothing else.
-    expect((await vm!.ssh(`curl -sS -o /dev/null -w '%{http_code}' ${FILES_REPO}/`)).output).toBe("404");
+    expect((await vm.ssh(`curl -sS -o /dev/null -w '%{http_code}' ${FILES_REPO}/`)).output).toBe("404");
   }, HOUR);
 
   it("the BPA assigns the node (a provisioned BareMetalHost) and creates the install Job with its inventory", async () => {
-    const memoryMiB = NODE_MEMORY_MIB;
+    const memoryMiB = NODE_A.memoryMiB;
     await createHost(c, NAMESPACE, bmh({ name: NODE_NAME, namespace: NAMESPACE, cpu: 2, ram: memoryMiB, ip: NODE_IP, mac: NODE_MAC }));
     job = await waitFor("the install Job", async () => (await listInstallJobs(c, NAMESPACE))[0], 60_000, 500);
     const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
@@ -270,27 +338,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
   });
 
   it("the runner image runs kubespray's cluster.yml against the node and hands the kubeconfig back; the Provisioning is Ready", async () => {
-    let lastPlay = "";
-    run = await runJobAsKubelet({
-      c,
-      job,
-      rootfs: runnerRoot,
-      image: runnerConfig,
-      apiServer: new URL(kube.server),
-      apiServerCa: Buffer.from(kc.getCurrentCluster()!.caData!, "base64").toString(),
-      work,
-      extraEnv: { ANSIBLE_CALLBACKS_ENABLED: "ansible.posix.profile_roles,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT: "30" },
-      onLine: (line) => {
-        output.push(line);
-        const play = /^PLAY \[(.+)\] \*+/.exec(line);
-        if (play && play[1] !== lastPlay) phase(`play: ${(lastPlay = play[1]!)}`);
-        if (/^(fatal|failed):|^bpa-runner:/.test(line)) console.log(`e2e:kubespray ${line}`);
-      },
-    });
-    await writeFile(join(tmpdir(), "e2e-kubespray-runner.log"), output.join("\n"));
-    const recap = output.slice(output.findIndex((l) => l.startsWith("PLAY RECAP")));
-    console.log(`e2e:kubespray runner exit ${run.exitCode}; termination message: ${run.terminationMessage || "(none)"}\n${recap.join("\n")}`);
-    expect(run.exitCode, run.terminationMessage || output.slice(-60).join("\n")).toBe(0);
+    output.push(...(await runJob(job, "install")));
     expect(output.join("\n")).toMatch(new RegExp(`${NODE_NAME}\\s+: ok=\\d+\\s+changed=\\d+\\s+unreachable=0\\s+failed=0`));
     const p = await waitFor("the Provisioning to be Ready", async () => {
       const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
@@ -307,7 +355,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
     expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
     const kubectlPath = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${kubernetesVersion}`, "bin/linux/amd64/kubectl");
-    const kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
+    kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
     const nodes = await waitFor("the node to be Ready", async () => {
       const r = await kubectl("get", "nodes", "-o", "wide");
       return / Ready /.test(r.all ?? "") ? r.all : undefined;
@@ -317,7 +365,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     phase("kubectl get nodes: Ready");
 
     // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the appliance.
-    const pause = builtImages.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!;
+    const pause = (builtPause = builtImages.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!);
     expect((await kubectl("run", "probe", `--image=${pause.ref}`, "--restart=Never")).exitCode).toBe(0);
     const phaseOf = await waitFor("the probe pod to run", async () => {
       const r = await kubectl("get", "pod", "probe", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].imageID}");
@@ -332,10 +380,63 @@ describe("an application cluster installed by the real kubespray, offline", () =
     expect(dns.exitCode, dns.all).toBe(0);
     phase("CoreDNS available");
     // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
-    const pulled = await vm!.ssh("crictl images --digests -o json");
+    const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
     const digests = new Set((JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])));
     const known = new Set(builtImages.map((i) => i.digest));
     expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
     phase("probe pod Running from the seeded registry");
   }, HOUR);
+
+  it("day 2: a worker entry added makes the BPA assign the second node and start a scale Job limited to it", async () => {
+    const { userData, privateKey } = await bpaUserDataAndKey();
+    const vm = await bootNode(NODE_B, userData, privateKey);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    phase(`second node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
+    await createHost(c, NAMESPACE, bmh({ name: NODE_B.name, namespace: NAMESPACE, cpu: 2, ram: NODE_B.memoryMiB, ip: NODE_B.ip, mac: NODE_B.mac }));
+    const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
+    await c.custom.patchNamespacedCustomObject(
+      { group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING, body: { spec: { worker: [{ cpu: 2, memory: "2Gi" }] } } },
+      mergePatch,
+    );
+    job = await waitFor("the scale Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
+    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: NODE_B.name });
+    const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+    expect(p.status?.assignedHosts?.map((h) => `${h.role}=${h.name}`)).toEqual([`master=${NODE_A.name}`, `worker=${NODE_B.name}`]);
+    phase(`Provisioning Updating: Job ${job.metadata!.name} (scale.yml --limit ${NODE_B.name})`);
+  }, HOUR);
+
+  it("the runner's scale.yml joins it: both nodes Ready, a pod runs on the new one, status shows the grown cluster", async () => {
+    await runJob(job, "scale");
+    const p = await waitFor("the Provisioning Ready with two hosts", async () => {
+      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.revision === 2) ? current : undefined;
+    }, 60_000, 500);
+    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+    expect(p.status!.cluster!.hosts.map((h) => h.name)).toEqual([NODE_A.name, NODE_B.name]);
+    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "scale:Succeeded"]);
+    phase("scale.yml done; Provisioning Ready with two hosts");
+    const nodes = await waitFor("both nodes Ready", async () => {
+      const r = await kubectl("get", "nodes", "-o", "wide");
+      return NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
+    }, 15 * 60_000, 5_000);
+    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+    expect(nodes).toMatch(new RegExp(`^${NODE_B.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
+    phase("kubectl get nodes: both Ready");
+    const overrides = JSON.stringify({ spec: { nodeSelector: { "kubernetes.io/hostname": NODE_B.name } } });
+    expect((await kubectl("run", "probe-b", `--image=${builtPause.ref}`, "--restart=Never", `--overrides=${overrides}`)).exitCode).toBe(0);
+    const running = await waitFor("the probe pod on the new node", async () => {
+      const r = await kubectl("get", "pod", "probe-b", "-o", "jsonpath={.status.phase} {.spec.nodeName}");
+      return (r.all ?? "").startsWith("Running") ? r.all : undefined;
+    }, 15 * 60_000, 5_000);
+    expect(running).toBe(`Running ${NODE_B.name}`);
+    // The operator reads the nodes through the kubeconfig: both, on the cluster's version.
+    const observed = await waitFor("status.nodes with both nodes", async () => {
+      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      return current.status?.nodes?.length === 2 ? current.status.nodes : undefined;
+    }, 10 * 60_000, 2_000).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
+    console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
+    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${kubernetesVersion}`));
+    phase("probe pod Running on the new node; status.nodes shows both");
+  }, 8 * HOUR);
 });
