@@ -3,7 +3,10 @@
  * on the installed cluster, one at a time, each with kubespray's playbook for it
  * (docs/operations/nodes.md and upgrades.md of the pinned kubespray):
  *
- * - new workers: scale.yml --limit=<new hosts> (the runner refreshes every host's facts first);
+ * - new workers: scale.yml --limit=<new hosts>,<first master> (the runner refreshes every
+ *   host's facts first; scale.yml's play that uploads the control plane's certificates for
+ *   joining nodes runs on the first master only, and a limit without it leaves the new
+ *   nodes without the certificate key: "no attribute 'kubeadm_certificate_key'");
  * - new masters: cluster.yml over every host (kubespray cannot add a control plane with scale.yml);
  * - a worker entry gone: remove-node.yml -e node=<hosts>, with the removed hosts still in
  *   the inventory (kubespray drains them, resets them and deletes the nodes); after the
@@ -105,6 +108,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
     const hosts = [...cluster.hosts, ...added];
     const addsMaster = added.some((h) => h.role === "master");
     const names = added.map((h) => h.name);
+    const firstMaster = cluster.hosts.filter((h) => h.role === "master").sort((a, b) => a.index - b.index)[0];
     const kind: OperationKind = addsMaster ? "add-control-plane" : "scale";
     return {
       operation: {
@@ -112,7 +116,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
         playbook: PLAYBOOK[kind],
         inventoryHosts: hosts,
         ...base,
-        ...(addsMaster ? {} : { limit: names }),
+        ...(addsMaster ? {} : { limit: firstMaster ? [...names, firstMaster.name] : names }),
         hosts: names,
         outcome: next(hosts),
         summary: `${PLAYBOOK[kind]} adds ${added.map(label).join(", ")}`,

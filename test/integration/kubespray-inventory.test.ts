@@ -21,6 +21,7 @@ import type { AssignedHost } from "../../bpa/api/types.js";
 import { parseConfig } from "../../bpa/config/config.js";
 import { renderGroupVars } from "../../bpa/inventory/group-vars.js";
 import { renderHostsIni } from "../../bpa/inventory/hosts-ini.js";
+import { nextOperation } from "../../bpa/jobs/operation.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
 import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
@@ -131,6 +132,37 @@ describe("kubespray's inventory validation (playbooks/boilerplate.yml) in the ru
       expect(result.all).not.toMatch(/failed=[1-9]/);
     });
   }
+
+  it("scale.yml limited as the BPA's scale Job limits it reaches the first master's certificate upload and the new node's join", async () => {
+    const node1 = host("node1", "master", 0, "10.10.0.11");
+    const node2 = host("node2", "worker", 0, "10.10.0.12");
+    const next = nextOperation({ cluster: { hosts: [node1], kubernetesVersion, mastersAreNodes: true, revision: 1 }, wanted: [node1, node2], wantedVersion: kubernetesVersion, servedVersions: [kubernetesVersion] });
+    if (!("operation" in next)) throw new Error(`expected a scale operation, got ${JSON.stringify(next)}`);
+    const op = next.operation;
+    const inventory = await writeInventory("scale", op.inventoryHosts, renderHostsIni(op.inventoryHosts, { provisioning: "site/cluster", installHash: "1".repeat(64) }, { mastersAreNodes: op.mastersAreNodes }));
+    /** play name -> its hosts, from ansible-playbook --list-hosts. */
+    const plays = async (limit: string) => {
+      const r = await ansible(inventory, ["scale.yml", "--list-hosts", "--limit", limit]);
+      expect(r.exitCode, r.all).toBe(0);
+      const out = new Map<string, string[]>();
+      let current = "";
+      for (const line of String(r.all).split("\n")) {
+        const play = /^\s*play #\d+ \([^)]*\): (.+?)\s+TAGS:/.exec(line);
+        if (play) out.set((current = play[1]!), []);
+        else if (current && /^\s{6}\S+$/.test(line)) out.get(current)!.push(line.trim());
+      }
+      return out;
+    };
+    const upload = "Upload control plane certs and retrieve encryption key";
+    const join = "Target only workers to get kubelet installed and checking in on any new nodes(network)";
+    const limited = await plays(op.limit!.join(","));
+    expect(op.limit).toEqual(["node2", "node1"]);
+    expect(limited.get(upload)).toEqual(["node1"]);
+    expect(limited.get(join)).toContain("node2");
+    // The new node alone, as kubespray's nodes.md suggests, leaves the upload out: its join
+    // then fails on the missing kubeadm_certificate_key (the e2e's first scale run).
+    expect((await plays("node2")).get(upload) ?? []).toEqual([]);
+  });
 
   it("rejects a Kubernetes version the appliance does not serve (the pins have no checksum for it)", async () => {
     const inventory = await writeInventory("unserved-version", LAYOUTS["one node (control plane and worker)"]!);

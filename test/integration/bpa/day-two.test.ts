@@ -129,7 +129,7 @@ describe("day 2: operations on an installed cluster", () => {
     const scale = await nextJob(ns, "edge", "scale", [install]);
     const updating = await waitForStatus(c, ns, "edge", "Updating", (x) => x.status?.phase === "Updating");
     expect(roles(updating)).toEqual([`master[0]=${m}`, `worker[0]=${w1}`]);
-    expect(env(scale)).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: w1 });
+    expect(env(scale)).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: `${w1},${m}` });
     const { hostsIni, vars } = await inventory(ns, scale);
     // The master was installed as a node and stays one; the new worker joins kube_node.
     expect(hostsIni).toContain(`[kube_control_plane]\n${m}\n`);
@@ -147,7 +147,7 @@ describe("day 2: operations on an installed cluster", () => {
     // The first scale succeeds: the cluster has the worker; the next scale starts by itself.
     await setJobStatus(c, ns, scale.metadata!.name!, "succeeded");
     const scale2 = await nextJob(ns, "edge", "scale", [install, scale]);
-    expect(env(scale2)).toMatchObject({ BPA_LIMIT: w2 });
+    expect(env(scale2)).toMatchObject({ BPA_LIMIT: `${w2},${m}` });
     const grown = await waitForStatus(c, ns, "edge", "revision 2", (x) => x.status?.cluster?.revision === 2);
     expect(roles(grown, "cluster")).toEqual([`master[0]=${m}`, `worker[0]=${w1}`]);
 

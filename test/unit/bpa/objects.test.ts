@@ -204,7 +204,7 @@ describe("day-2 operation Job", () => {
     expect(job.metadata!.name).toBe("provisioning-sample-scale-01234567");
     expect(job.metadata!.labels).toMatchObject({ "bpa.akraino.org/component": "install", "bpa.akraino.org/operation": "scale" });
     const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ BPA_MODE: "install", BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: "w0", BPA_INSTALL_HASH: hash });
+    expect(env).toMatchObject({ BPA_MODE: "install", BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: "w0,m0", BPA_INSTALL_HASH: hash });
     expect(env.BPA_EXTRA_VARS).toBeUndefined();
   });
   it("carries the cluster it leads to and its status record, so a restarted operator can apply it from the Job alone", () => {

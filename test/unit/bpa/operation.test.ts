@@ -36,11 +36,11 @@ describe("the next operation of a Provisioning", () => {
     expect(o.outcome).toEqual({ hosts: [m0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 });
   });
 
-  it("a new worker: scale.yml limited to it, the whole cluster in the inventory, the version unchanged", () => {
-    const o = op(nextOperation({ cluster: cluster([m0], "1.35.4", true), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served }));
-    expect(o).toMatchObject({ kind: "scale", playbook: "scale.yml", limit: ["w0"], hosts: ["w0"], kubernetesVersion: "1.35.4", mastersAreNodes: true });
-    expect(o.inventoryHosts.map((h) => h.name)).toEqual(["m0", "w0"]);
-    expect(o.outcome).toEqual({ hosts: [m0, w0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 4 });
+  it("a new worker: scale.yml limited to it and the first master (which uploads the certificates joining nodes fetch), the whole cluster in the inventory, the version unchanged", () => {
+    const o = op(nextOperation({ cluster: cluster([m1, m0], "1.35.4", true), wanted: [m0, m1, w0], wantedVersion: "1.35.4", servedVersions: served }));
+    expect(o).toMatchObject({ kind: "scale", playbook: "scale.yml", limit: ["w0", "m0"], hosts: ["w0"], kubernetesVersion: "1.35.4", mastersAreNodes: true });
+    expect(o.inventoryHosts.map((h) => h.name)).toEqual(["m1", "m0", "w0"]);
+    expect(o.outcome).toEqual({ hosts: [m1, m0, w0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 4 });
     expect(o.summary).toBe("scale.yml adds worker[0]=w0");
   });
 
@@ -59,7 +59,7 @@ describe("the next operation of a Provisioning", () => {
 
   it("a replaced worker: adds the new one first, then removes the old one, then upgrades: one operation at a time", () => {
     const both = { cluster: cluster([m0, w0], "1.34.5"), wanted: [m0, w1], wantedVersion: "1.35.4", servedVersions: served };
-    expect(op(nextOperation(both))).toMatchObject({ kind: "scale", limit: ["w1"], kubernetesVersion: "1.34.5" });
+    expect(op(nextOperation(both))).toMatchObject({ kind: "scale", limit: ["w1", "m0"], kubernetesVersion: "1.34.5" });
     const afterAdd = { ...both, cluster: cluster([m0, w0, w1], "1.34.5") };
     expect(op(nextOperation(afterAdd))).toMatchObject({ kind: "remove", hosts: ["w0"] });
     const afterRemove = { ...both, cluster: cluster([m0, w1], "1.34.5") };
