@@ -123,7 +123,7 @@ export class Reconciler {
     if (spec instanceof Stop) return spec.result;
     const sshKeySecret = await ensureSshKey(this.c, this.config, this.log, namespace);
     const ledger = this.readLedger(p, spec);
-    const plan = await this.planHosts(key, p, spec, sshKeySecret, ledger.cluster);
+    const plan = await this.planHosts(key, p, spec, sshKeySecret, ledger);
     if (plan instanceof Stop) return plan.result;
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
     if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
@@ -177,7 +177,8 @@ export class Reconciler {
   }
 
   /** The host assignment; without an inventory, or without fitting hosts, the Provisioning waits (Pending, Unsatisfiable). */
-  private async planHosts(key: string, p: Provisioning, spec: NormalizedSpec, sshKeySecret: string, cluster: ClusterState | undefined): Promise<Plan | Stop> {
+  private async planHosts(key: string, p: Provisioning, spec: NormalizedSpec, sshKeySecret: string, ledger: Ledger): Promise<Plan | Stop> {
+    const cluster = ledger.cluster;
     const bmhs = this.caches.hosts(this.config.hostNamespace || p.metadata.namespace!);
     if (!bmhs) {
       const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
@@ -193,12 +194,13 @@ export class Reconciler {
       : this.currentPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs);
     if (!("unmet" in plan)) return plan;
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, cluster ? p.status?.inventoryConfigMap : undefined);
-    await this.writeStatus(p, "Unsatisfiable", { podAgents, sshKeySecret }, [
+    // An installed cluster stays usable, and its ledger (an operation that finished meanwhile) is kept current.
+    await this.writeStatus(p, "Unsatisfiable", { podAgents, sshKeySecret, ...(cluster ? { cluster, operations: ledger.operations } : {}) }, [
       cluster
         ? { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed and usable; the change waits for hosts: ${plan.unmet}` }
         : { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
       { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
-      { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: "the install starts when matching hosts appear" },
+      { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: `the ${cluster ? "change" : "install"} starts when matching hosts appear` },
       reconciledCondition(p),
     ]);
     return new Stop({ requeueAfterMs: UNSATISFIABLE_RECHECK_MS });
