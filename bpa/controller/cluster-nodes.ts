@@ -8,7 +8,7 @@ import type { ClusterNode, Provisioning, ProvisioningStatus } from "../api/types
 import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { names } from "../jobs/names.js";
 import { errorMessage, isNotFound, type Clients } from "./kube.js";
-import { CONDITION, type ConditionInput } from "./status.js";
+import { CONDITION, statusTime, type ConditionInput } from "./status.js";
 
 /** How often a Ready cluster's nodes are read again without any event. */
 export const NODES_REFRESH_MS = 5 * 60_000;
@@ -82,7 +82,7 @@ export async function observeNodes(
   const result = await readClusterNodes(Buffer.from(kubeconfig, "base64").toString());
   if (!result.ok) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "Unreachable", message: result.message } };
   return {
-    fields: { nodes: result.nodes, nodesObservedAt: now.toISOString().replace(/\.\d{3}Z$/, "Z") },
+    fields: { nodes: result.nodes, nodesObservedAt: statusTime(now) },
     condition: { type: CONDITION.nodesObserved, status: "True", reason: "Read", message: describeNodes(result.nodes) },
   };
 }

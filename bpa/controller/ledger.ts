@@ -11,6 +11,7 @@ import type { ClusterState, OperationKind, OperationRecord, Provisioning } from 
 import { runnerFailure } from "../jobs/failure.js";
 import { PLAYBOOK } from "../jobs/operation.js";
 import { jobState } from "./owners.js";
+import { statusTime } from "./status.js";
 
 /** How many operations status keeps (more than the Job history limit can be, so every kept Job has its record). */
 export const OPERATION_HISTORY = 24;
@@ -24,10 +25,10 @@ export interface Ledger {
   finished: OperationRecord[];
 }
 
-const iso = (t: Date | string | undefined) => (t ? new Date(t).toISOString().replace(/\.\d{3}Z$/, "Z") : undefined);
+const iso = (t: Date | string | undefined) => (t ? statusTime(t) : undefined);
 const created = (j: V1Job) => new Date(j.metadata?.creationTimestamp ?? 0).getTime();
 
-export function operationKind(job: V1Job): OperationKind {
+function operationKind(job: V1Job): OperationKind {
   return (job.metadata?.annotations?.[ANNOTATION_OPERATION] as OperationKind | undefined) ?? "install";
 }
 
@@ -56,13 +57,14 @@ export function recordOf(job: V1Job, pods: readonly V1Pod[], base?: OperationRec
   const kind = operationKind(job);
   const outcome = parseOutcome(job);
   const state = jobState(job);
+  const started = startFields(job);
   const record: OperationRecord = {
-    ...startFields(job),
+    ...started,
     ...base,
     id: job.metadata!.annotations![ANNOTATION_INSTALL_HASH]!.slice(0, 16),
     kind,
     playbook: base?.playbook ?? PLAYBOOK[kind],
-    hosts: base?.hosts ?? startFields(job).hosts ?? outcome?.hosts.map((h) => h.name) ?? [],
+    hosts: base?.hosts ?? started.hosts ?? outcome?.hosts.map((h) => h.name) ?? [],
     job: job.metadata!.name!,
     result: state.state === "running" ? "Running" : state.state === "succeeded" ? "Succeeded" : "Failed",
   };

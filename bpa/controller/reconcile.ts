@@ -49,7 +49,7 @@ import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
 import type { Logger } from "./log.js";
 import { PlanRegistry, type Plan } from "./plans.js";
-import { CONDITION, jsonEqual, mergeConditions, statusPatch, type ConditionInput } from "./status.js";
+import { CONDITION, jsonEqual, mergeConditions, statusPatch, statusTime, type ConditionInput } from "./status.js";
 
 /** What the reconciler reads from the informers' caches. */
 export interface Caches {
@@ -545,7 +545,7 @@ export class Reconciler {
       operations: fields.operations ?? old.operations,
       nodes: fields.nodes ?? old.nodes,
       nodesObservedAt: fields.nodesObservedAt ?? old.nodesObservedAt,
-      conditions: mergeConditions(old.conditions, conditions, p.metadata.generation, this.now().toISOString().replace(/\.\d{3}Z$/, "Z")),
+      conditions: mergeConditions(old.conditions, conditions, p.metadata.generation, statusTime(this.now())),
     };
     for (const k of Object.keys(next) as (keyof ProvisioningStatus)[]) if (next[k] === undefined) delete next[k];
     if (jsonEqual(old, next)) return;
@@ -575,7 +575,7 @@ export class Reconciler {
       p.status?.conditions,
       [{ type: CONDITION.reconciled, status: "False", reason: "ReconcileError", message }],
       p.metadata.generation,
-      this.now().toISOString().replace(/\.\d{3}Z$/, "Z"),
+      statusTime(this.now()),
     );
     try {
       await this.c.custom.patchNamespacedCustomObjectStatus(

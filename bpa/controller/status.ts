@@ -30,6 +30,11 @@ export interface ConditionInput {
   message: string;
 }
 
+/** A status timestamp: RFC 3339 in UTC, whole seconds (as the API server writes them). */
+export function statusTime(t: Date | string): string {
+  return new Date(t).toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
 /** Condition messages are capped (the CRD allows 32 KiB; status should stay readable). */
 export const MAX_MESSAGE = 4096;
 

@@ -6,15 +6,12 @@
 import yaml from "js-yaml";
 import type { BpaConfig } from "../config/config.js";
 import { RUNNER_SSH_KEY_PATH } from "../jobs/contract.js";
+import { compareVersions } from "../jobs/operation.js";
 
 /** The version a cluster gets: the one its spec names, else the newest the appliance serves (else kubespray's default). */
 export function clusterVersion(config: BpaConfig, requested?: string): string | undefined {
   if (requested) return requested;
-  const served = [...(config.kubernetesVersions ?? [])].sort((a, b) => {
-    const [x, y] = [a, b].map((v) => v.split(".").map(Number));
-    return x![0]! - y![0]! || x![1]! - y![1]! || x![2]! - y![2]!;
-  });
-  return served.pop();
+  return [...(config.kubernetesVersions ?? [])].sort(compareVersions).pop();
 }
 
 export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record<string, unknown> {
