@@ -94,7 +94,16 @@ export const ApplianceDefinition = z
     osImages: z.array(z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an image recipe's name (images/<name>/)")).default([]),
     /** kubespray for the application clusters: its release tarball (lock file: artifacts.kubespray) and the runner image. */
     kubespray: z
-      .object({ enabled: z.boolean().default(true) })
+      .object({
+        enabled: z.boolean().default(true),
+        /**
+         * Kubernetes versions served to application clusters besides the lock's, so a cluster
+         * can be installed at one and upgraded to another: each needs its lock entry
+         * (icn-bootstrap lock-artifacts --also-kubernetes V) and its control-plane images
+         * (registry-seed/kubernetes-V.yaml in registry.lists).
+         */
+        extraKubernetesVersions: z.array(z.string().regex(/^v\d+\.\d+\.\d+$/, "a Kubernetes release such as v1.35.3")).default([]),
+      })
       .strict()
       .default({}),
     outputs: z
@@ -107,6 +116,19 @@ export const ApplianceDefinition = z
 export type ApplianceDefinition = z.infer<typeof ApplianceDefinition>;
 
 export const DEFAULT_DEFINITION = resolve(import.meta.dirname, "..", "appliance.yaml");
+
+/** The image list of an extra served Kubernetes version's control-plane images. */
+export const extraKubernetesList = (version: string) => `registry-seed/kubernetes-${version}.yaml`;
+
+/** The definition serving these Kubernetes versions besides the lock's: the versions, and their control-plane image lists. */
+export function withExtraKubernetes(definition: ApplianceDefinition, versions: string[]): ApplianceDefinition {
+  const add = <T>(list: T[], items: T[]) => [...list, ...items.filter((i) => !list.includes(i))];
+  return {
+    ...definition,
+    kubespray: { ...definition.kubespray, extraKubernetesVersions: add(definition.kubespray.extraKubernetesVersions, versions) },
+    registry: { ...definition.registry, lists: add(definition.registry.lists, versions.map(extraKubernetesList)) },
+  };
+}
 
 export function parseDefinition(text: string, source: string): ApplianceDefinition {
   let raw: unknown;

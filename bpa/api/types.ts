@@ -97,6 +97,8 @@ export interface ClusterState {
   mastersAreNodes: boolean;
   /** Counts the operations that changed it; part of every day-2 operation's hash. */
   revision: number;
+  /** The versions of the nodes' other components it was installed or last upgraded with (kubespray pins: containerd, runc, CNI plugins, …). */
+  components?: Record<string, string>;
 }
 
 /** A node of the application cluster as its API server reports it (read through the kubeconfig). */

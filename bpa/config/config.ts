@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import yaml from "js-yaml";
 import { z } from "zod";
 import { UserError } from "../../common/errors.js";
+import { KUBESPRAY_PINS_CONFIGMAP, KUBESPRAY_PINS_KEY } from "../../common/kubespray-pins.js";
 
 /** An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest]. */
 const ImageRef = z
@@ -86,6 +87,15 @@ export const ConfigSchema = z
       })
       .strict()
       .default({}),
+    /**
+     * What the appliance serves to kubespray (versions and sha256; common/kubespray-pins.ts):
+     * the build's ConfigMap in the operator's namespace. Every Job gets it beside its
+     * inventory; its Kubernetes versions are the ones a Provisioning may name.
+     */
+    kubesprayPins: z
+      .object({ configMap: DnsName.default(KUBESPRAY_PINS_CONFIGMAP), key: ConfigMapKey.default(KUBESPRAY_PINS_KEY) })
+      .strict()
+      .default({}),
     /** kubespray *_image_repo overrides; each defaults to registryHost. */
     imageRepos: z
       .object({
@@ -100,9 +110,9 @@ export const ConfigSchema = z
     /** containerd_registries_mirrors; defaults to the appliance's registry for MIRRORED_REGISTRIES. */
     containerdMirrors: z.array(MirrorEntry).optional(),
     /**
-     * The Kubernetes versions the appliance serves for application clusters (its kubespray
-     * pins), newest last or first. A Provisioning naming another gets Invalid with this list;
-     * one naming none gets the newest. Unset: not checked (kubespray's validation still is).
+     * The Kubernetes versions a Provisioning may name, any order; one naming another gets
+     * Invalid with this list, one naming none gets the newest. Unset (the appliance's
+     * setting): the versions the kubespray pins serve.
      */
     kubernetesVersions: z.array(z.string().regex(/^\d+\.\d+\.\d+$/, "a Kubernetes version such as 1.35.4")).min(1).optional(),
     /** Extra kubespray variables, written as they are into the group_vars file. */

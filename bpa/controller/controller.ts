@@ -48,6 +48,7 @@ export class Controller {
   private readonly pods: ResilientInformer<V1Pod>;
   /** The registry's site CA ConfigMap: only a trigger (reconciles read it themselves). */
   private readonly registryCA: ResilientInformer<V1ConfigMap>;
+  private readonly kubesprayPins: ResilientInformer<V1ConfigMap>;
   private readonly reconciler: Reconciler;
   private workers: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -131,6 +132,15 @@ export class Controller {
       fieldSelector: caSelector,
       list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector: caSelector }),
     });
+    const pinsSelector = `metadata.name=${config.kubesprayPins.configMap}`;
+    this.kubesprayPins = new ResilientInformer<V1ConfigMap>({
+      kc: c.kc,
+      name: "kubespray-pins",
+      log,
+      path: `/api/v1/namespaces/${config.namespace}/configmaps`,
+      fieldSelector: pinsSelector,
+      list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector: pinsSelector }),
+    });
 
     const caches: Caches = {
       provisioning: (namespace, name) => this.provisionings.get(name, namespace),
@@ -157,6 +167,8 @@ export class Controller {
       this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
       // A new or changed CA: waiting Provisionings can install, installed ones get it (new install hash).
       this.registryCA.on(verb, () => this.enqueueAll());
+      // New pins (a new appliance's content): waiting Provisionings can run, installed clusters follow the served versions.
+      this.kubesprayPins.on(verb, () => this.enqueueAll());
     }
   }
 
@@ -210,7 +222,7 @@ export class Controller {
   /** Starts the informers, waits for the caches, then the workers. */
   async start(): Promise<void> {
     this.running = true;
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA].map((i) => i.start()));
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()));
     // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
     await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
     await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
@@ -254,7 +266,7 @@ export class Controller {
     this.running = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA].map((i) => i.stop()));
+    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()));
     await Promise.all(this.workers);
     this.workers = [];
   }

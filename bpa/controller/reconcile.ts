@@ -1,7 +1,8 @@
 /**
  * One reconcile of one Provisioning: validate the spec, make sure the namespace's SSH key
  * exists, bring the operations ledger up to date from its Jobs, plan (or keep) the host
- * assignment, read the registry's site CA; then, before the cluster exists, write the
+ * assignment, read what the appliance gives every Job (the registry's site CA, the kubespray
+ * pins); then, before the cluster exists, write the
  * inventory, run or track the install Job and keep the agents; once it exists, run or
  * track its next day-2 operation (bpa/jobs/operation.ts) one at a time. Everything it
  * decides from is in the API (the Provisioning's status, its Jobs), so a restarted
@@ -25,7 +26,7 @@ import { clusterVersion, renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
 import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { runnerFailure } from "../jobs/failure.js";
-import { installHash, operationHash } from "../jobs/hash.js";
+import { installHash, operationHash, type ApplianceInputs } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
 import { nextOperation, type OperationPlan } from "../jobs/operation.js";
 import {
@@ -33,6 +34,7 @@ import {
   operationJob,
   inventoryConfigMap,
   kubeconfigSecret,
+  type InventoryFiles,
   runnerRole,
   runnerRoleBinding,
   runnerServiceAccount,
@@ -44,6 +46,7 @@ import { recordOf, settle, withRecord, type Ledger } from "./ledger.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
 import { jobState, ownedBy } from "./owners.js";
 import { recordEvent } from "./events.js";
+import { readKubesprayPins, REASON_PINS_MISSING, type KubesprayPins } from "./kubespray-pins.js";
 import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
 import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
@@ -80,11 +83,21 @@ class Stop {
   constructor(readonly result: ReconcileResult) {}
 }
 
+/** The Kubernetes versions a Provisioning may name: the configuration's, else the pins' (undefined: not checked). */
+type Served = readonly string[] | undefined;
+
+/** What the appliance gives this reconcile's Jobs, and the versions it serves. */
+interface Appliance extends ApplianceInputs {
+  served: Served;
+  /** The nodes' other components (kubespray pins): component -> version. */
+  components: Record<string, string>;
+}
+
 /** What the inventory step prepared for the install. */
 interface Inventory {
   hash: string;
   names: { installJob: string; inventory: string; kubeconfig: string };
-  data: { hostsIni: string; groupVarsYaml: string; registryCaPem: string };
+  data: InventoryFiles;
   status: ProvisioningStatus;
   /** The cluster once the install succeeded. */
   outcome: ClusterState;
@@ -94,8 +107,8 @@ interface Inventory {
 type Operation = { job: V1Job } | { finished: Phase };
 
 /** The cluster a successful install leaves: revision 1; without workers the masters are its nodes. */
-function installOutcome(hosts: AssignedHost[], kubernetesVersion: string | undefined): ClusterState {
-  return { hosts, ...(kubernetesVersion ? { kubernetesVersion } : {}), mastersAreNodes: !hosts.some((h) => h.role === "worker"), revision: 1 };
+function installOutcome(hosts: AssignedHost[], kubernetesVersion: string | undefined, components: Record<string, string>): ClusterState {
+  return { hosts, ...(kubernetesVersion ? { kubernetesVersion } : {}), mastersAreNodes: !hosts.some((h) => h.role === "worker"), revision: 1, components };
 }
 
 const assignedText = (hosts: AssignedHost[]) => hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
@@ -119,21 +132,31 @@ export class Reconciler {
     const [namespace, name] = key.split("/") as [string, string];
     const p = this.caches.provisioning(namespace, name);
     if (!p || p.metadata.deletionTimestamp) return this.releaseHosts(key);
-    const spec = await this.validate(p);
+    const pins = await readKubesprayPins(this.c, this.config);
+    const served = this.config.kubernetesVersions ?? (pins.ok ? pins.served.kubernetesVersions : undefined);
+    const spec = await this.validate(p, served);
     if (spec instanceof Stop) return spec.result;
     const sshKeySecret = await ensureSshKey(this.c, this.config, this.log, namespace);
-    const ledger = this.readLedger(p, spec);
+    const ledger = this.readLedger(p, spec, served);
     const plan = await this.planHosts(key, p, spec, sshKeySecret, ledger);
     if (plan instanceof Stop) return plan.result;
+    const appliance = await this.readAppliance(pins, served);
+    if (!("pins" in appliance)) return this.waitForAppliance(p, spec, plan, sshKeySecret, appliance);
+    if (ledger.cluster) return this.dayTwo(key, p, spec, plan, ledger, appliance, sshKeySecret);
+    return this.install(key, p, spec, plan, ledger, appliance, sshKeySecret);
+  }
+
+  /** The registry's site CA and the kubespray pins, or why a Job cannot be given them. */
+  private async readAppliance(pins: KubesprayPins, served: Served): Promise<Appliance | { reason: string; message: string }> {
     const registryCA = await readRegistryCA(this.c, this.config, this.now());
-    if (!registryCA.ok) return this.waitForRegistryCA(p, spec, plan, sshKeySecret, registryCA.message);
-    if (ledger.cluster) return this.dayTwo(key, p, spec, plan, ledger, registryCA.pem, sshKeySecret);
-    return this.install(key, p, spec, plan, ledger, registryCA.pem, sshKeySecret);
+    if (!registryCA.ok) return { reason: REASON_REGISTRY_CA_MISSING, message: registryCA.message };
+    if (!pins.ok) return { reason: REASON_PINS_MISSING, message: pins.message };
+    return { registryCaPem: registryCA.pem, pins: pins.text, served, components: pins.served.components };
   }
 
   /** Before the cluster exists: the inventory, the install Job, the agents, and status from the Job. */
-  private async install(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, registryCaPem: string, sshKeySecret: string): Promise<ReconcileResult> {
-    const inventory = await this.prepareInventory(key, p, spec, plan, registryCaPem);
+  private async install(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, appliance: Appliance, sshKeySecret: string): Promise<ReconcileResult> {
+    const inventory = await this.prepareInventory(key, p, spec, plan, appliance);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
     const phase = await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret, operations: ledger.operations }, plan, inventory.outcome);
@@ -142,10 +165,10 @@ export class Reconciler {
   }
 
   /** The operations ledger from status and the Provisioning's Jobs; a cluster installed before it existed gets its version. */
-  private readLedger(p: Provisioning, spec: NormalizedSpec): Ledger {
+  private readLedger(p: Provisioning, spec: NormalizedSpec, served: Served): Ledger {
     const ledger = settle(p, this.ownedJobs(p), (job) => this.jobPods(p.metadata.namespace!, job));
     if (ledger.cluster && !ledger.cluster.kubernetesVersion) {
-      const version = clusterVersion(this.config, spec.kubernetesVersion);
+      const version = clusterVersion(served, spec.kubernetesVersion);
       if (version) ledger.cluster = { ...ledger.cluster, kubernetesVersion: version };
     }
     return ledger;
@@ -163,8 +186,8 @@ export class Reconciler {
   }
 
   /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */
-  private async validate(p: Provisioning): Promise<NormalizedSpec | Stop> {
-    const parsed = normalizeSpec(p.spec, { servedVersions: this.config.kubernetesVersions });
+  private async validate(p: Provisioning, served: Served): Promise<NormalizedSpec | Stop> {
+    const parsed = normalizeSpec(p.spec, { servedVersions: served });
     if (parsed.ok) return parsed.spec;
     const message = `invalid spec: ${parsed.errors.join("; ")}`;
     await this.writeStatus(p, "Invalid", {}, [
@@ -207,8 +230,10 @@ export class Reconciler {
   }
 
   /** The install's hash and object names, its rendered inventory, and the runner's identity and kubeconfig Secret. */
-  private async prepareInventory(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, registryCaPem: string): Promise<Inventory> {
-    const hash = installHash(plan.specHash, plan.hosts, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
+  private async prepareInventory(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, appliance: Appliance): Promise<Inventory> {
+    const { registryCaPem, pins } = appliance;
+    const version = clusterVersion(appliance.served, spec.kubernetesVersion);
+    const hash = installHash(plan.specHash, plan.hosts, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", { registryCaPem, pins });
     const n = names(p, hash);
     await ensureSecret(this.c, kubeconfigSecret(p));
     await ensureServiceAccount(this.c, runnerServiceAccount(p));
@@ -217,9 +242,9 @@ export class Reconciler {
     return {
       hash,
       names: { installJob: n.installJob!, inventory: n.inventory!, kubeconfig: n.kubeconfig },
-      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key, spec.kubernetesVersion), registryCaPem },
+      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key, version), registryCaPem, pins },
       status: { assignedHosts: plan.hosts, specHash: plan.specHash, installHash: hash, installJob: n.installJob!, inventoryConfigMap: n.inventory!, kubeconfigSecret: n.kubeconfig },
-      outcome: installOutcome(plan.hosts, clusterVersion(this.config, spec.kubernetesVersion)),
+      outcome: installOutcome(plan.hosts, version, appliance.components),
     };
   }
 
@@ -262,15 +287,16 @@ export class Reconciler {
   }
 
   /**
-   * Without the registry's site CA no node could pull an image: no inventory and no Job.
-   * The Provisioning says why (condition and Event) and is retried with the key's backoff.
-   * An install that already started keeps its phase and Ready: only new installs wait.
+   * Without the registry's site CA no node could pull an image, without the pins kubespray
+   * would not know what the appliance serves: no inventory and no Job. The Provisioning says
+   * why (condition and Event) and is retried with the key's backoff. An install that
+   * already started keeps its phase and Ready: only new Jobs wait.
    */
-  private async waitForRegistryCA(p: Provisioning, spec: NormalizedSpec, plan: Plan, sshKeySecret: string, message: string): Promise<ReconcileResult> {
-    await recordEvent(this.c, this.log, p, { type: "Warning", reason: REASON_REGISTRY_CA_MISSING, message }, this.now());
+  private async waitForAppliance(p: Provisioning, spec: NormalizedSpec, plan: Plan, sshKeySecret: string, { reason, message }: { reason: string; message: string }): Promise<ReconcileResult> {
+    await recordEvent(this.c, this.log, p, { type: "Warning", reason, message }, this.now());
     const started = ["Installing", "Ready", "Failed", "Updating", "UpdateFailed"].includes(p.status?.phase ?? "");
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
-    const waiting: ConditionInput = { type: CONDITION.inventoryReady, status: "False", reason: REASON_REGISTRY_CA_MISSING, message };
+    const waiting: ConditionInput = { type: CONDITION.inventoryReady, status: "False", reason, message };
     await this.writeStatus(p, started ? p.status!.phase! : "Pending", { podAgents, sshKeySecret, assignedHosts: plan.hosts, specHash: plan.specHash }, [
       ...(started ? [] : [{ ...waiting, type: CONDITION.ready }]),
       assignedCondition(plan.hosts),
@@ -290,7 +316,7 @@ export class Reconciler {
       type: CONDITION.inventoryReady,
       status: "True",
       reason: "Written",
-      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml, registry-ca.crt)`,
+      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml, registry-ca.crt, kubespray-pins.yml)`,
     };
     const state = jobState(job);
     if (state.state === "running") {
@@ -409,7 +435,7 @@ export class Reconciler {
    * operation is not run again until the retry annotation changes or the spec moves on;
    * the cluster stays as it was before it.
    */
-  private async dayTwo(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, registryCaPem: string, sshKeySecret: string): Promise<ReconcileResult> {
+  private async dayTwo(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, appliance: Appliance, sshKeySecret: string): Promise<ReconcileResult> {
     for (const record of ledger.finished) await recordEvent(this.c, this.log, p, operationFinishedEvent(record), this.now());
     const cluster = ledger.cluster!;
     let operations = ledger.operations;
@@ -422,8 +448,9 @@ export class Reconciler {
       const verdict = nextOperation({
         cluster,
         wanted: plan.hosts,
-        wantedVersion: clusterVersion(this.config, spec.kubernetesVersion),
-        servedVersions: this.config.kubernetesVersions ?? [],
+        wantedVersion: clusterVersion(appliance.served, spec.kubernetesVersion),
+        servedVersions: appliance.served ?? [],
+        servedComponents: appliance.components,
       });
       if ("blocked" in verdict) {
         state = { refused: verdict.blocked };
@@ -431,11 +458,11 @@ export class Reconciler {
       }
       if ("operation" in verdict) {
         const op = verdict.operation;
-        const hash = operationHash(op, cluster.revision, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", registryCaPem);
+        const hash = operationHash(op, cluster.revision, p.metadata.annotations?.[ANNOTATION_RETRY] ?? "", appliance);
         const failed = operations.find((r) => r.id === hash.slice(0, 16) && r.result !== "Running");
         if (failed) state = { failed };
         else {
-          const running = await this.startOperation(key, p, op, hash, registryCaPem);
+          const running = await this.startOperation(key, p, op, hash, appliance);
           state = { running };
           operations = withRecord(operations, running.record);
           inventoryConfigMap = names(p, hash).inventory;
@@ -455,10 +482,10 @@ export class Reconciler {
   }
 
   /** Writes the operation's inventory and creates its Job; one Event says what it does. */
-  private async startOperation(key: string, p: Provisioning, op: OperationPlan, hash: string, registryCaPem: string): Promise<{ job: V1Job; record: OperationRecord }> {
+  private async startOperation(key: string, p: Provisioning, op: OperationPlan, hash: string, { registryCaPem, pins }: ApplianceInputs): Promise<{ job: V1Job; record: OperationRecord }> {
     const hostsIni = renderHostsIni(op.inventoryHosts, { provisioning: key, installHash: hash }, { mastersAreNodes: op.mastersAreNodes });
     const groupVarsYaml = renderGroupVars(this.config, key, op.kubernetesVersion);
-    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem }));
+    await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem, pins }));
     const job = await this.createJob(p, hash, op);
     await this.prune(p, this.ownedJobs(p), hash);
     this.log.info("started a day-2 operation", { provisioning: key, job: job.metadata?.name, operation: op.summary });

@@ -9,13 +9,13 @@ import { RUNNER_SSH_KEY_PATH } from "../jobs/contract.js";
 import { compareVersions } from "../jobs/operation.js";
 
 /** The version a cluster gets: the one its spec names, else the newest the appliance serves (else kubespray's default). */
-export function clusterVersion(config: BpaConfig, requested?: string): string | undefined {
+export function clusterVersion(served: readonly string[] | undefined, requested?: string): string | undefined {
   if (requested) return requested;
-  return [...(config.kubernetesVersions ?? [])].sort(compareVersions).pop();
+  return [...(served ?? [])].sort(compareVersions).pop();
 }
 
-export function groupVars(config: BpaConfig, kubernetesVersion?: string): Record<string, unknown> {
-  const version = clusterVersion(config, kubernetesVersion);
+/** kubespray's variables for a cluster at `version` (clusterVersion; none: kubespray's default). */
+export function groupVars(config: BpaConfig, version?: string): Record<string, unknown> {
   const repo = (key: keyof BpaConfig["imageRepos"]) => config.imageRepos[key] ?? config.registryHost;
   return {
     // Where images and files come from.

@@ -10,6 +10,8 @@ export const RUNNER_INVENTORY_PATH = `${RUNNER_INVENTORY_DIR}/hosts.ini`;
 export const RUNNER_GROUP_VARS_PATH = `${RUNNER_INVENTORY_DIR}/group_vars/all/offline.yml`;
 /** The registry's site CA (PEM), mounted beside the inventory; the runner puts it on every node. */
 export const RUNNER_REGISTRY_CA_PATH = `${RUNNER_INVENTORY_DIR}/registry-ca.crt`;
+/** The appliance's kubespray pins, mounted beside the inventory; the runner passes them with -e @. */
+export const RUNNER_PINS_PATH = `${RUNNER_INVENTORY_DIR}/kubespray-pins.yml`;
 /** Where the SSH private key is mounted (read-only, mode 0400). */
 export const RUNNER_SSH_DIR = "/ssh";
 export const RUNNER_SSH_KEY_PATH = `${RUNNER_SSH_DIR}/id_ed25519`;
@@ -18,6 +20,7 @@ export const RUNNER_SSH_KEY_PATH = `${RUNNER_SSH_DIR}/id_ed25519`;
 export const INVENTORY_KEY_HOSTS = "hosts.ini";
 export const INVENTORY_KEY_GROUP_VARS = "offline.yml";
 export const INVENTORY_KEY_REGISTRY_CA = "registry-ca.crt";
+export const INVENTORY_KEY_PINS = "kubespray-pins.yml";
 
 /** Key of the kubeconfig in the `<name>-kubeconfig` Secret the runner writes. */
 export const KUBECONFIG_KEY = "kubeconfig";
@@ -42,4 +45,5 @@ export const RUNNER_ENV = {
   installHash: "BPA_INSTALL_HASH",
   registryCA: "BPA_REGISTRY_CA", // the mounted CA file (RUNNER_REGISTRY_CA_PATH)
   registryCANodePath: "BPA_REGISTRY_CA_NODE_PATH", // where the runner writes it on each node
+  pins: "BPA_KUBESPRAY_PINS", // the mounted kubespray pins (RUNNER_PINS_PATH)
 } as const;

@@ -30,11 +30,13 @@ import type { BpaConfig } from "../config/config.js";
 import {
   INVENTORY_KEY_GROUP_VARS,
   INVENTORY_KEY_HOSTS,
+  INVENTORY_KEY_PINS,
   INVENTORY_KEY_REGISTRY_CA,
   KUBECONFIG_KEY,
   RUNNER_ENV,
   RUNNER_INVENTORY_DIR,
   RUNNER_INVENTORY_PATH,
+  RUNNER_PINS_PATH,
   RUNNER_REGISTRY_CA_PATH,
   RUNNER_SSH_DIR,
   RUNNER_SSH_KEY_PATH,
@@ -43,6 +45,7 @@ import {
 } from "./contract.js";
 import { childLabels, names, operationJobName, ownerReference } from "./names.js";
 import { cloudInitUserData } from "./ssh-key.js";
+import type { ApplianceInputs } from "./hash.js";
 
 export const COMPONENT = {
   install: "install",
@@ -70,11 +73,10 @@ function meta(p: Provisioning, name: string, component: string, extraLabels: Rec
   };
 }
 
-/** What the inventory ConfigMap carries: kubespray's inventory and the registry's site CA for the nodes. */
-export interface InventoryFiles {
+/** What the inventory ConfigMap carries: kubespray's inventory, the registry's site CA for the nodes and the appliance's kubespray pins. */
+export interface InventoryFiles extends ApplianceInputs {
   hostsIni: string;
   groupVarsYaml: string;
-  registryCaPem: string;
 }
 
 export function inventoryConfigMap(p: Provisioning, hash: string, files: InventoryFiles): V1ConfigMap {
@@ -91,6 +93,7 @@ export function inventoryConfigMap(p: Provisioning, hash: string, files: Invento
       [INVENTORY_KEY_HOSTS]: files.hostsIni,
       [INVENTORY_KEY_GROUP_VARS]: files.groupVarsYaml,
       [INVENTORY_KEY_REGISTRY_CA]: files.registryCaPem,
+      [INVENTORY_KEY_PINS]: files.pins,
     },
   };
 }
@@ -142,6 +145,7 @@ function runnerEnv(p: Provisioning, config: BpaConfig, mode: "install" | "agent"
     { name: RUNNER_ENV.kubeconfigKey, value: KUBECONFIG_KEY },
     { name: RUNNER_ENV.registryCA, value: RUNNER_REGISTRY_CA_PATH },
     { name: RUNNER_ENV.registryCANodePath, value: config.registryCA.nodePath },
+    { name: RUNNER_ENV.pins, value: RUNNER_PINS_PATH },
     { name: "ANSIBLE_HOST_KEY_CHECKING", value: "False" },
   ];
   if (hash) env.push({ name: RUNNER_ENV.installHash, value: hash });
@@ -165,6 +169,7 @@ function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { 
           { key: INVENTORY_KEY_HOSTS, path: "hosts.ini" },
           { key: INVENTORY_KEY_GROUP_VARS, path: "group_vars/all/offline.yml" },
           { key: INVENTORY_KEY_REGISTRY_CA, path: INVENTORY_KEY_REGISTRY_CA },
+          { key: INVENTORY_KEY_PINS, path: INVENTORY_KEY_PINS },
         ],
       },
     });

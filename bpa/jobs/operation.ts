@@ -17,6 +17,7 @@
  */
 import type { AssignedHost, ClusterState, OperationKind } from "../api/types.js";
 import { roleLabel } from "../api/spec.js";
+import { compareVersions } from "../../common/kubespray-pins.js";
 
 export interface OperationPlan {
   kind: OperationKind;
@@ -51,6 +52,8 @@ export interface NextOperationInput {
   wantedVersion?: string;
   /** The versions the appliance serves. */
   servedVersions: readonly string[];
+  /** The versions of the nodes' other components the appliance serves (component -> version). */
+  servedComponents?: Readonly<Record<string, string>>;
 }
 
 export const PLAYBOOK = {
@@ -69,10 +72,7 @@ export function parseVersion(v: string): [number, number, number] {
   return [a ?? 0, b ?? 0, c ?? 0];
 }
 
-export function compareVersions(a: string, b: string): number {
-  const [x, y] = [parseVersion(a), parseVersion(b)];
-  return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
-}
+export { compareVersions };
 
 export function nextOperation(input: NextOperationInput): NextOperation {
   const { cluster, wanted } = input;
@@ -86,7 +86,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
         mastersAreNodes,
         hosts: wanted.map((h) => h.name),
         ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}),
-        outcome: { hosts: [...wanted], ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}), mastersAreNodes, revision: 1 },
+        outcome: { hosts: [...wanted], ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}), mastersAreNodes, revision: 1, ...served(input) },
         summary: `cluster.yml installs ${wanted.map(label).join(", ")}`,
       },
     };
@@ -97,11 +97,12 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   const added = wanted.filter((h) => !installedKeys.has(key(h)));
   const version = cluster.kubernetesVersion;
   const base = { mastersAreNodes: cluster.mastersAreNodes, ...(version ? { kubernetesVersion: version } : {}) };
-  const next = (hosts: AssignedHost[], kubernetesVersion = version): ClusterState => ({
+  const next = (hosts: AssignedHost[], kubernetesVersion = version, components = cluster.components): ClusterState => ({
     hosts,
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     mastersAreNodes: cluster.mastersAreNodes,
     revision: cluster.revision + 1,
+    ...(components ? { components } : {}),
   });
 
   if (added.length) {
@@ -149,7 +150,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   }
 
   const target = input.wantedVersion;
-  if (!target || !version || target === version) return { upToDate: true };
+  if (!target || !version || target === version) return componentUpdate(input, cluster, next);
   if (compareVersions(target, version) < 0) {
     return { blocked: `the cluster runs Kubernetes ${version}; ${target} is older and kubespray does not downgrade: set spec.kubernetesVersion to ${version} or newer` };
   }
@@ -164,8 +165,41 @@ export function nextOperation(input: NextOperationInput): NextOperation {
       kubernetesVersion: step.version,
       fromVersion: version,
       hosts: cluster.hosts.map((h) => h.name),
-      outcome: next([...cluster.hosts], step.version),
+      outcome: next([...cluster.hosts], step.version, input.servedComponents ? { ...input.servedComponents } : cluster.components),
       summary: `upgrade-cluster.yml upgrades ${version} -> ${step.version}${step.version === target ? "" : ` (on the way to ${target}, one minor at a time)`}`,
+    },
+  };
+}
+
+const served = (input: NextOperationInput) => (input.servedComponents ? { components: { ...input.servedComponents } } : {});
+
+/** "containerd 2.2.3 -> 2.2.4": the components whose served version is not the cluster's. */
+export function componentChanges(installed: Readonly<Record<string, string>> | undefined, servedComponents: Readonly<Record<string, string>> | undefined): string[] {
+  if (!installed || !servedComponents) return [];
+  return Object.entries(servedComponents)
+    .filter(([name, v]) => installed[name] !== undefined && installed[name] !== v)
+    .map(([name, v]) => `${name} ${installed[name]} -> ${v}`);
+}
+
+/**
+ * The appliance serves other versions of the nodes' components than the cluster runs (a new
+ * appliance image): upgrade-cluster.yml at the cluster's own Kubernetes version brings every
+ * node to them. A component the cluster did not record is not compared.
+ */
+function componentUpdate(input: NextOperationInput, cluster: ClusterState, next: (hosts: AssignedHost[], v?: string, c?: Record<string, string>) => ClusterState): NextOperation {
+  const changes = componentChanges(cluster.components, input.servedComponents);
+  if (!changes.length || !cluster.kubernetesVersion) return { upToDate: true };
+  return {
+    operation: {
+      kind: "upgrade",
+      playbook: PLAYBOOK.upgrade,
+      inventoryHosts: [...cluster.hosts],
+      mastersAreNodes: cluster.mastersAreNodes,
+      kubernetesVersion: cluster.kubernetesVersion,
+      fromVersion: cluster.kubernetesVersion,
+      hosts: cluster.hosts.map((h) => h.name),
+      outcome: next([...cluster.hosts], cluster.kubernetesVersion, { ...cluster.components, ...input.servedComponents }),
+      summary: `upgrade-cluster.yml updates ${changes.join(", ")} (Kubernetes stays ${cluster.kubernetesVersion})`,
     },
   };
 }

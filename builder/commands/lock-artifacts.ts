@@ -1,11 +1,13 @@
 import { resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
+import { UserError } from "../errors.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log } from "../log.js";
 import { KUBERNETES_RELEASE_BASE, lockArtifacts, lockUpstreamKubernetes } from "../sources/lock.js";
 import type { Command } from "./command.js";
 
 const usage = `usage: icn-bootstrap lock-artifacts [--kubernetes vX.Y.Z] [--etcd vX.Y.Z] [--coredns vX.Y.Z] [--lock FILE]
+       icn-bootstrap lock-artifacts --also-kubernetes vX.Y.Z [...] [--lock FILE]
        icn-bootstrap lock-artifacts --upstream [--release-base URL] [--lock FILE]
 
 Pins the Go-module artifacts in the lock file. The Kubernetes version is the one
@@ -26,6 +28,12 @@ options:
   --etcd V         override the etcd version derived from kubeadm
   --coredns V      override the CoreDNS version derived from kubeadm
   --lock FILE      the lock file (default: appliance.lock.yaml)
+  --also-kubernetes V
+                   instead: pin Kubernetes V as an extra entry, kubernetes-V (its
+                   binaries named <binary>-V), leaving every other pin as it is. A
+                   definition serves it to application clusters with
+                   kubespray.extraKubernetesVersions (and its control-plane images
+                   with registry-seed/kubernetes-V.yaml in registry.lists); repeatable
   --upstream       instead: pin the official release binaries of the pinned
                    Kubernetes version as url entries of the 'upstream' profile
                    (digests from the release's <binary>.sha256 files; needs
@@ -39,6 +47,7 @@ export const lockArtifactsCommand: Command = {
   async run(argv) {
     const { values } = parseCommandArgs("lock-artifacts", argv, {
       kubernetes: { type: "string" },
+      "also-kubernetes": { type: "string", multiple: true },
       etcd: { type: "string" },
       coredns: { type: "string" },
       lock: { type: "string" },
@@ -51,7 +60,11 @@ export const lockArtifactsCommand: Command = {
       log("lock", `wrote ${lockPath}`);
       return;
     }
-    const artifacts = await lockArtifacts({ lockPath, kubernetes: values.kubernetes, etcd: values.etcd, coredns: values.coredns });
+    const also = values["also-kubernetes"] ?? [];
+    const bad = also.find((v) => !/^v\d+\.\d+\.\d+$/.test(v));
+    if (bad) throw new UserError(`--also-kubernetes: '${bad}' is not a Kubernetes release`, "write it as vMAJOR.MINOR.PATCH, e.g. --also-kubernetes v1.35.3");
+    if (also.length && (values.kubernetes || values.etcd || values.coredns)) throw new UserError("--also-kubernetes pins extra versions only", "run it separately from --kubernetes, --etcd and --coredns");
+    const artifacts = await lockArtifacts({ lockPath, kubernetes: values.kubernetes, etcd: values.etcd, coredns: values.coredns, ...(also.length ? { alsoKubernetes: also } : {}) });
     for (const [name, entry] of Object.entries(artifacts)) {
       log("lock", `${name}: ${entry.source === "gomod" ? `${entry.module} ${entry.version}` : entry.url}`);
     }

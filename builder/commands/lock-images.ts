@@ -6,7 +6,7 @@ import { describeMoved, movedPackages } from "../debian/pins.js";
 import type { PinnedPackage } from "../debian/schema.js";
 import { readArchives, resolveImageSets, resolveOsSets, sourcesFor } from "../debian/resolve.js";
 import { unpinnedOsImages } from "../images/os.js";
-import { DEFAULT_DEFINITION, loadDefinition, type ApplianceDefinition } from "../definition.js";
+import { DEFAULT_DEFINITION, loadDefinition, withExtraKubernetes, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
 import { buildContent } from "../images/pipeline.js";
@@ -20,7 +20,7 @@ import type { Command } from "./command.js";
 export const lockImagesCommand: Command = {
   name: "lock-images",
   summary: "pin the images' Debian packages and write the built images' digests into registry-seed/",
-  usage: `usage: icn-bootstrap lock-images [--definition FILE] [--keep-packages] [--upstream]
+  usage: `usage: icn-bootstrap lock-images [--definition FILE] [--keep-packages] [--upstream] [--also-kubernetes V ...]
 
 Re-pins the container images the project builds (images/<name>/recipe.yaml):
 1. resolves the Debian packages of the shared image base (the union of the recipes'
@@ -35,13 +35,17 @@ Re-pins the container images the project builds (images/<name>/recipe.yaml):
 Run it after changing a recipe, a pinned artifact or a package list, check the diff,
 and commit it. A build fails when a built image's digest differs from its pin.
 
+--also-kubernetes V also builds and pins the control-plane images of Kubernetes V, an
+extra served version (registry-seed/kubernetes-V.yaml; lock-artifacts --also-kubernetes
+pins its binaries). Repeatable.
+
 --upstream additionally resolves the upstream digest of every listed reference
 (skopeo inspect; needs access to the upstream registries) into upstreamDigest.`,
   async run(argv) {
-    const { values } = parseCommandArgs("lock-images", argv, { definition: { type: "string" }, "keep-packages": { type: "boolean" }, upstream: { type: "boolean" } });
+    const { values } = parseCommandArgs("lock-images", argv, { definition: { type: "string" }, "keep-packages": { type: "boolean" }, upstream: { type: "boolean" }, "also-kubernetes": { type: "string", multiple: true } });
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
-    const definition = await loadDefinition(definitionPath);
+    const definition = withExtraKubernetes(await loadDefinition(definitionPath), values["also-kubernetes"] ?? []);
     await requireTools(["mmdebstrap", "skopeo", "gzip", "apt-ftparchive", "gpgv"]);
     let lock = await loadLock(lockPath);
     if (!values["keep-packages"] || !lock.images) {

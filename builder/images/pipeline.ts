@@ -50,7 +50,11 @@ export async function buildContent(opts: ContentOptions): Promise<ContentResult>
   const listed = await loadSeedLists(lists);
   const selection = selectImages(listed, { profile: definition.registry.profile, kubespray, allowUnpinned: opts.record });
   for (const s of selection.skipped) log("images", `not included: ${s.ref}: ${s.reason}`);
-  const files = await runStage(filesStage, { lock, lockPath: opts.lockPath, kubespray, images: selection.images.map((i) => i.ref), archives: !opts.resolve }, stagesDir);
+  const files = await runStage(
+    filesStage,
+    { lock, lockPath: opts.lockPath, kubespray, images: selection.images.map((i) => i.ref), archives: !opts.resolve, extraKubernetesVersions: kubespray ? definition.kubespray.extraKubernetesVersions : [] },
+    stagesDir,
+  );
   const plan = await planImages(selection.images, { kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined, filesDir: files.dir, lockPath: opts.lockPath });
 
   // The shared base has the packages of EVERY listed recipe, selected or not, so that

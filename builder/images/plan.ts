@@ -142,8 +142,9 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         let from: string;
         let sha256: string;
         if (kind === "artifact") {
-          const paths: Record<string, string> = await artifactPaths([rest], { ...opts.artifacts, lockPath: opts.lockPath });
-          from = paths[rest]!;
+          const artifact = image.artifacts?.[rest] ?? rest;
+          const paths: Record<string, string> = await artifactPaths([artifact], { ...opts.artifacts, lockPath: opts.lockPath });
+          from = paths[artifact]!;
           sha256 = from.split("/").pop()!;
         } else if (kind === "kubespray") {
           if (!opts.kubesprayTree) throw new UserError(`${image.ref}: its recipe copies the kubespray tree, but kubespray is not enabled`, "set kubespray.enabled: true in the definition (or mark the list entry 'requires: kubespray')");
@@ -171,6 +172,8 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         }
         files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
       }
+      const unused = Object.keys(image.artifacts ?? {}).filter((name) => !recipe.copy.some((c) => c.from === `artifact:${name}`));
+      if (unused.length) throw new UserError(`${image.list}: ${image.ref}: artifacts: ${unused.join(", ")} ${unused.length > 1 ? "are" : "is"} not copied by ${recipe.file}`, `name the artifacts its copy: entries use (${recipe.copy.filter((c) => c.from.startsWith("artifact:")).map((c) => c.from.slice(9)).join(", ") || "none"})`);
       let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
         const { requirements, version } = recipe.python;

@@ -33,6 +33,12 @@ export const SeedEntry = z
     upstreamDigest: Digest.optional(),
     /** More tags for the same image in the appliance's registry (e.g. latest). */
     tags: z.array(Tag).default([]),
+    /**
+     * For a recipe: build it with other artifacts than its own copies name (recipe artifact
+     * -> lock artifact), e.g. the kube-apiserver recipe with kube-apiserver-v1.35.3 for an
+     * extra served Kubernetes version.
+     */
+    artifacts: z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name"), z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name")).optional(),
     /** Only included when the definition enables this feature. */
     requires: z.enum(["kubespray"]).optional(),
     note: z.string().optional(),

@@ -8,6 +8,7 @@
  * (with their sha256) and the image references seeded in the registry.
  */
 import yaml from "js-yaml";
+import { compareVersions } from "../../common/kubespray-pins.js";
 import { UserError } from "../errors.js";
 
 export interface ServedFile {
@@ -35,10 +36,16 @@ export interface ArchiveMember {
   sha256: string;
 }
 
-export interface PinInputs {
-  /** The Kubernetes version the files and images are for, e.g. v1.35.4. */
-  kubernetesVersion: string;
+/** One Kubernetes version the appliance serves: kubeadm, kubelet and kubectl on the file server. */
+export interface ServedKubernetes {
+  /** e.g. v1.35.4 */
+  version: string;
   files: ServedFile[];
+}
+
+export interface PinInputs {
+  /** Every Kubernetes version served (files and control-plane images), any order. */
+  kubernetes: ServedKubernetes[];
   archives?: ServedArchive[];
   /** Every image reference the registry serves. */
   images: string[];
@@ -56,17 +63,34 @@ function tagOf(images: string[], repository: string, what: string): string {
   return tag;
 }
 
+/** The checksum tables for every served version, newest first (kubespray's default kube_version is the first key). */
+function kubernetesChecksums(served: ServedKubernetes[], images: string[], arch: string): Record<string, Record<string, Record<string, string>>> {
+  if (served.length === 0) throw new UserError("kubespray pins: no Kubernetes version is served", "the files stage must serve kubeadm, kubelet and kubectl of the lock's Kubernetes version");
+  const newestFirst = [...served].sort((a, b) => compareVersions(b.version.replace(/^v/, ""), a.version.replace(/^v/, "")));
+  const tables: Record<string, Record<string, Record<string, string>>> = {};
+  for (const { version: tagged, files } of newestFirst) {
+    const version = tagged.replace(/^v/, "");
+    for (const name of ["kubeadm", "kubelet", "kubectl"] as const) {
+      const file = files.find((f) => f.name === name);
+      if (!file) throw new UserError(`kubespray pins: the file server has no ${name} ${tagged}`, "the files stage must serve kubeadm, kubelet and kubectl");
+      ((tables[`${name}_checksums`] ??= { [arch]: {} })[arch]!)[version] = `sha256:${file.sha256}`;
+    }
+    for (const repo of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) {
+      if (!images.includes(`registry.k8s.io/${repo}:v${version}`)) {
+        const served = images.filter((r) => r.startsWith(`registry.k8s.io/${repo}:`)).map((r) => r.split(":").pop());
+        throw new UserError(
+          `kubespray pins: the file server serves Kubernetes v${version} but the registry has no registry.k8s.io/${repo}:v${version} (it has ${served.length ? served.join(", ") : "none"})`,
+          `serve the control-plane images of every Kubernetes version the files are served for: registry-seed/bootstrap.yaml for the lock's version, registry-seed/kubernetes-v${version}.yaml (in the definition's registry.lists) for an extra one`,
+        );
+      }
+    }
+  }
+  return tables;
+}
+
 export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   const arch = inputs.arch ?? "amd64";
-  const version = inputs.kubernetesVersion.replace(/^v/, "");
-  const checksums = Object.fromEntries(inputs.files.map((f) => [`${f.name}_checksums`, { [arch]: { [version]: `sha256:${f.sha256}` } }]));
-  for (const name of ["kubeadm", "kubelet", "kubectl"]) {
-    if (!checksums[`${name}_checksums`]) throw new UserError(`kubespray pins: the file server has no ${name} ${inputs.kubernetesVersion}`, "the files stage must serve kubeadm, kubelet and kubectl");
-  }
-  for (const repo of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) {
-    const tag = tagOf(inputs.images, `registry.k8s.io/${repo}`, "the control plane");
-    if (tag !== `v${version}`) throw new UserError(`kubespray pins: the registry serves registry.k8s.io/${repo}:${tag}, not v${version} like the files`, "pin one Kubernetes version for files and images (icn-bootstrap lock-artifacts, lock-images)");
-  }
+  const checksums = kubernetesChecksums(inputs.kubernetes, inputs.images, arch);
   const etcdTag = tagOf(inputs.images, "registry.k8s.io/etcd", "etcd");
   const coredns = tagOf(inputs.images, "registry.k8s.io/coredns/coredns", "cluster DNS");
   const pause = tagOf(inputs.images, "registry.k8s.io/pause", "the pod sandbox");
@@ -90,7 +114,7 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   if (haproxy) images.haproxy_image_tag = haproxy;
   // No kube_version: the BPA's group variables choose it (the Provisioning's or the newest
   // served), and extra vars would override them. kubespray's own default is the first key
-  // of these checksum tables: the one version served.
+  // of these checksum tables: the newest version served.
   return {
     ...checksums,
     // etcd as kubeadm runs it (a static pod) from the registry's etcd image; kubespray still

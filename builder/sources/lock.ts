@@ -38,6 +38,26 @@ export interface LockContext {
 /** Kubernetes binaries built from k8s.io/kubernetes, by name. */
 export const KUBERNETES_BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kubectl", "kube-proxy"] as const;
 
+/**
+ * A Kubernetes version served besides the lock's (for clusters to be installed at one and
+ * upgraded to another) is its own entry, kubernetes-<version>, whose binaries carry the
+ * version in their names: artifact names are global (kube-apiserver is the lock's version).
+ */
+export const extraKubernetesGroup = (version: string) => `kubernetes-${version}`;
+export const versionedBinary = (binary: string, version: string) => `${binary}-${version}`;
+
+/** The group of an extra served Kubernetes version (no etcd or CoreDNS: the lock's serve every version). */
+export function extraKubernetesGroupSpec(version: string): GroupSpec {
+  return {
+    name: extraKubernetesGroup(version),
+    module: "k8s.io/kubernetes",
+    version,
+    binaries: Object.fromEntries(KUBERNETES_BINARIES.map((b) => [versionedBinary(b, version), `k8s.io/kubernetes/cmd/${b}`])),
+    replaces: (goMod) => kubernetesStagingReplaces(goMod, version),
+    note: "served besides the lock's Kubernetes version, for upgrades",
+  };
+}
+
 /** Downloads a module version (verified by Go against the checksum database or GONOSUMDB policy) and returns its go.mod and source dir. */
 export async function downloadModule(module: string, version: string, what: string, ctx: LockContext = {}): Promise<{ goMod: string; dir: string }> {
   const work = await scratchDir("resolve");
@@ -180,6 +200,8 @@ export interface LockArtifactsOptions extends LockContext {
   coredns?: string;
   /** Replaces the Kubernetes-derived groups (tests). */
   groups?: GroupSpec[];
+  /** Instead: pin these Kubernetes versions as extra entries (kubernetes-<version>), leaving every other entry as it is. */
+  alsoKubernetes?: string[];
 }
 
 /**
@@ -192,7 +214,7 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
   const log = opts.log ?? defaultLog;
   const raw = await readLockRaw(lockPath);
   const existing = (raw.artifacts ?? {}) as Record<string, unknown>;
-  let groups = opts.groups;
+  let groups = opts.groups ?? opts.alsoKubernetes?.map(extraKubernetesGroupSpec);
   if (!groups) {
     const pinned = (existing.kubernetes as { version?: string } | undefined)?.version;
     const version = opts.kubernetes ?? pinned;
@@ -201,7 +223,7 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
   }
   const baseDir = dirname(lockPath);
   const artifacts: Record<string, ArtifactEntry> = {};
-  const kubernetes = groups.find((g) => g.module === "k8s.io/kubernetes")?.version;
+  const kubernetes = groups.find((g) => g.name === "kubernetes")?.version;
   for (const [name, entry] of Object.entries(existing)) {
     if (groups.some((g) => g.name === name)) continue;
     const e = entry as ArtifactEntry;

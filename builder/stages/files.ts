@@ -11,17 +11,24 @@
  * publishes them), and the kubespray release tarball under `releases/`.
  *
  * With kubespray it also writes KUBESPRAY_PINS (builder/kubespray/pins.ts): the
- * versions and sha256 of what the appliance serves, for the runner image.
+ * versions and sha256 of what the appliance serves, and the same as a ConfigMap among the
+ * first-boot manifests (common/kubespray-pins.ts), which the BPA copies into its Jobs' inventory.
+ * Besides the lock's Kubernetes version it serves the definition's extra ones
+ * (kubespray.extraKubernetesVersions, lock entries kubernetes-<version>), so clusters can be
+ * installed at one and upgraded to another.
  */
 import { chmod, copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
 import { archiveMembers, OFFLINE_ARCHIVES } from "../kubespray/components.js";
-import { kubesprayPins, renderPins, type ArchiveMember, type ServedArchive, type ServedFile } from "../kubespray/pins.js";
+import { kubesprayPinsManifest, readServedPins } from "../../common/kubespray-pins.js";
+import { kubesprayPins, renderPins, type ArchiveMember, type ServedArchive, type ServedFile, type ServedKubernetes } from "../kubespray/pins.js";
 import type { LockFile } from "../lockfile.js";
 import { artifactPaths, ensureArtifacts } from "../sources/index.js";
+import { extraKubernetesGroup, versionedBinary } from "../sources/lock.js";
 import type { Stage, StageRun } from "../stage.js";
+import { MANIFESTS_TARGET } from "./overlays.js";
 
 export const FILES_ROOT = "srv/icn-bootstrap/files";
 /** files_repo, relative to the file server's root. */
@@ -30,7 +37,7 @@ export const FILES_PORT = 8080;
 /** The extracted kubespray release (outside tree/: it goes into the runner image, not the disk). */
 export const KUBESPRAY_TREE = "kubespray-tree";
 export const FILES_JSON = "files.json";
-/** The kubespray pins (outside tree/: the runner image carries them). */
+/** The kubespray pins (also in tree/, as the ConfigMap the BPA copies into its Jobs' inventory). */
 export const KUBESPRAY_PINS = "kubespray-pins.yml";
 
 const KUBE_BINARIES = ["kubeadm", "kubelet", "kubectl"] as const;
@@ -57,6 +64,34 @@ export interface FilesDeps {
    * resolved: runc's cgo build needs the very toolchain that is being pinned then.
    */
   archives?: boolean;
+  /** Kubernetes versions served besides the lock's (definition kubespray.extraKubernetesVersions). */
+  extraKubernetesVersions?: string[];
+}
+
+/** A Kubernetes version the file server serves, and the artifact each of its binaries is. */
+interface ServedVersion {
+  version: string;
+  artifacts: Record<(typeof KUBE_BINARIES)[number], string>;
+}
+
+/** The lock's Kubernetes version (artifacts.kubernetes) and the extra ones (artifacts.kubernetes-<version>). */
+function servedVersions(lock: LockFile, lockPath: string, extra: string[] = []): ServedVersion[] {
+  const k8s = lock.artifacts.kubernetes;
+  if (!k8s || k8s.source !== "gomod") throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
+  const served: ServedVersion[] = [{ version: k8s.version, artifacts: { kubeadm: "kubeadm", kubelet: "kubelet", kubectl: "kubectl" } }];
+  for (const version of extra) {
+    if (version === k8s.version) continue;
+    const group = lock.artifacts[extraKubernetesGroup(version)];
+    const artifacts = Object.fromEntries(KUBE_BINARIES.map((b) => [b, versionedBinary(b, version)])) as ServedVersion["artifacts"];
+    if (!group || group.source !== "gomod" || group.version !== version || !Object.values(artifacts).every((a) => a in group.binaries)) {
+      throw new UserError(
+        `the definition's kubespray.extraKubernetesVersions has ${version}, which ${lockPath} does not pin (artifacts.${extraKubernetesGroup(version)})`,
+        `run 'icn-bootstrap lock-artifacts --also-kubernetes ${version}', or remove ${version} from the definition`,
+      );
+    }
+    served.push({ version, artifacts });
+  }
+  return served;
 }
 
 async function linkOrCopy(source: string, target: string): Promise<void> {
@@ -70,27 +105,32 @@ async function linkOrCopy(source: string, target: string): Promise<void> {
 export const filesStage: Stage<FilesDeps> = {
   name: "files",
   sources: [import.meta.filename, join(import.meta.dirname, "../kubespray/pins.ts"), join(import.meta.dirname, "../kubespray/components.ts")],
-  async inputs({ lock, lockPath, kubespray, images, archives = true }) {
-    const k8s = lock.artifacts.kubernetes;
-    if (!k8s || k8s.source !== "gomod") throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
-    const results = await ensureArtifacts({ lockPath, only: [...KUBE_BINARIES, ...(kubespray ? ["kubespray", ...(archives ? archiveBinaries() : [])] : [])] });
-    return { version: k8s.version, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [], archives };
+  async inputs({ lock, lockPath, kubespray, images, archives = true, extraKubernetesVersions = [] }) {
+    const served = servedVersions(lock, lockPath, extraKubernetesVersions);
+    const kubeArtifacts = served.flatMap((v) => Object.values(v.artifacts));
+    const results = await ensureArtifacts({ lockPath, only: [...kubeArtifacts, ...(kubespray ? ["kubespray", ...(archives ? archiveBinaries() : [])] : [])] });
+    return { versions: served, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [], archives };
   },
-  async build(run, { lock, lockPath, kubespray, images, archives: withArchives = true }) {
-    const version = (lock.artifacts.kubernetes as { version: string }).version;
+  async build(run, { lock, lockPath, kubespray, images, archives: withArchives = true, extraKubernetesVersions = [] }) {
     const repo = join(run.out, "tree", FILES_ROOT, FILES_REPO_PATH);
     const manifest: ServedManifestEntry[] = [];
-    const paths = await artifactPaths([...KUBE_BINARIES], { lockPath });
-    const binDir = join(repo, "dl.k8s.io", "release", version, "bin", "linux", "amd64");
-    await mkdir(binDir, { recursive: true });
-    const kubeFiles: ServedFile[] = [];
-    for (const name of KUBE_BINARIES) {
-      const sha256 = basename(paths[name]);
-      kubeFiles.push({ name, sha256 });
-      await linkOrCopy(paths[name], join(binDir, name));
-      await writeFile(join(binDir, `${name}.sha256`), `${sha256}\n`);
-      manifest.push({ path: `dl.k8s.io/release/${version}/bin/linux/amd64/${name}`, sha256, from: `artifact:${name}` });
+    const kubernetes: ServedKubernetes[] = [];
+    for (const { version, artifacts } of servedVersions(lock, lockPath, extraKubernetesVersions)) {
+      const paths = await artifactPaths(Object.values(artifacts), { lockPath });
+      const binDir = join(repo, "dl.k8s.io", "release", version, "bin", "linux", "amd64");
+      await mkdir(binDir, { recursive: true });
+      const files: ServedFile[] = [];
+      for (const name of KUBE_BINARIES) {
+        const path = paths[artifacts[name]]!;
+        const sha256 = basename(path);
+        files.push({ name, sha256 });
+        await linkOrCopy(path, join(binDir, name));
+        await writeFile(join(binDir, `${name}.sha256`), `${sha256}\n`);
+        manifest.push({ path: `dl.k8s.io/release/${version}/bin/linux/amd64/${name}`, sha256, from: `artifact:${artifacts[name]}` });
+      }
+      kubernetes.push({ version, files });
     }
+    const versions = kubernetes.map((k) => k.version).join(", ");
     if (kubespray) {
       const [result] = await ensureArtifacts({ lockPath, only: ["kubespray"] });
       const entry = lock.artifacts.kubespray;
@@ -112,9 +152,14 @@ export const filesStage: Stage<FilesDeps> = {
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
       const archives = withArchives ? await writeArchives(run, repo, lock, lockPath) : [];
       for (const a of archives) manifest.push({ path: a.path, sha256: a.sha256, from: `archive:${a.entry}`, contains: a.contains });
-      const pins = kubesprayPins({ archives, kubernetesVersion: version, files: kubeFiles, images });
-      await writeFile(join(run.out, KUBESPRAY_PINS), renderPins(pins, `Kubernetes ${version}`));
-      run.log(`kubespray pins: Kubernetes ${version}, etcd ${pins.etcd_image_tag}, CoreDNS ${pins.coredns_version}, pause ${pins.pod_infra_version}`);
+      const pins = renderPins(kubesprayPins({ archives, kubernetes, images }), `Kubernetes ${versions}`);
+      await writeFile(join(run.out, KUBESPRAY_PINS), pins);
+      // On the appliance: a ConfigMap among the first-boot manifests; the BPA copies it into its Jobs' inventory.
+      const manifests = join(run.out, "tree", MANIFESTS_TARGET, "bpa");
+      await mkdir(manifests, { recursive: true });
+      await writeFile(join(manifests, "kubespray-pins.yaml"), `# Written by the build (stage files): what this appliance serves to kubespray.\n${kubesprayPinsManifest(pins)}`);
+      const summary = readServedPins(pins);
+      run.log(`kubespray pins: Kubernetes ${versions}${typeof summary === "string" ? "" : `, ${Object.entries(summary.components).map(([c, v]) => `${c} ${v}`).join(", ")}`}`);
     }
     await writeFile(join(run.out, FILES_JSON), JSON.stringify({ filesRepo: `/${FILES_REPO_PATH}`, files: manifest }, null, 2));
     run.log(`${manifest.length} files under files_repo (/${FILES_REPO_PATH})`);

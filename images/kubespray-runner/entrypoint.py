@@ -2,7 +2,7 @@
 """The kubespray runner's entrypoint: the BPA runner contract (bpa/README.md).
 
 install (the Job): copy the mounted inventory (/inventory: hosts.ini,
-group_vars/all/offline.yml and registry-ca.crt) and the SSH key (/ssh/id_ed25519,
+group_vars/all/offline.yml, registry-ca.crt and kubespray-pins.yml) and the SSH key (/ssh/id_ed25519,
 read-only 0400) into a private work directory; put the registry's site CA
 ($BPA_REGISTRY_CA) on every inventory host at $BPA_REGISTRY_CA_NODE_PATH (0644, root), where
 containerd's mirror configuration (offline.yml) expects it; run
@@ -206,7 +206,7 @@ def pins_args():
     if not pins:
         return []
     if not os.path.isfile(pins):
-        fail(f"the kubespray pins {pins} are missing (BPA_KUBESPRAY_PINS); the runner image's build writes them: nothing was run")
+        fail(f"the kubespray pins {pins} are missing (BPA_KUBESPRAY_PINS); the BPA mounts them beside the inventory: nothing was run")
     return ["-e", f"@{pins}"]
 
 

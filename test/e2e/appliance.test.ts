@@ -175,6 +175,8 @@ describe("the appliance", () => {
     expect(hosts).toMatch(/\[kube_node\]\s*\nnode-b/);
     expect(hosts).toMatch(/ansible_host=192\.168\.50\.11/);
     expect(hosts).not.toMatch(/node-c/);
+    // The build's kubespray pins (applied at first boot) travel with the inventory.
+    expect(inventory.data?.["kubespray-pins.yml"]).toMatch(/kubeadm_checksums:/);
 
     // The BPA's REST API runs beside the operator (it does not gate the ready marker).
     const api = await waitFor(

@@ -2,7 +2,9 @@
  * `npm run e2e:kubespray`: the real kubespray installs an application cluster on a compute
  * node that can reach nothing but the appliance's registry and file server; then, day 2, a
  * worker entry added to the Provisioning makes the BPA join a second node with the real
- * scale.yml.
+ * scale.yml, and a newer spec.kubernetesVersion makes it upgrade both with the real
+ * upgrade-cluster.yml. The appliance serves two Kubernetes versions for that: the lock's
+ * and the older one the lock also pins (kubernetes-v1.35.3, registry-seed/kubernetes-v1.35.3.yaml).
  *
  * Everything runs in a network namespace of its own (the npm script starts the run under
  * `unshare --net`): its loopback, and a bridge with one tap device per compute node VM
@@ -18,7 +20,8 @@
  * the kubeconfig handed back into the Provisioning's Secret, then `kubectl get nodes` and a
  * pod pulled through the appliance's registry in the new cluster; then the BPA's scale Job
  * (scale.yml --limit to the new node, after every host's facts) and the second node Ready,
- * running a pod, with status.cluster and status.nodes showing both.
+ * running a pod, with status.cluster and status.nodes showing both; then the BPA's upgrade
+ * Job (upgrade-cluster.yml with the newer kube_version) and both nodes on the new version.
  *
  * STAND-IN: no kubelet runs the Job; test/helpers/job-standin.ts runs its container as a
  * kubelet would and writes the Job's status as the Job controller would. The
@@ -40,7 +43,7 @@ import { makeLogger } from "../../bpa/controller/log.js";
 import { sshObjectNames } from "../../bpa/jobs/objects.js";
 import { Operator } from "../../bpa/operator.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
-import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { DEFAULT_DEFINITION, loadDefinition, withExtraKubernetes } from "../../builder/definition.js";
 import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
 import { buildOsImages } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
@@ -50,6 +53,7 @@ import { FILES_ROOT } from "../../builder/stages/files.js";
 import { readOsImage } from "../../builder/stages/os-image.js";
 import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
 import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
+import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
 import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
@@ -105,7 +109,10 @@ let osImage: string;
 let runnerRoot: string;
 let runnerConfig: ImageConfig;
 let builtImages: BuiltImage[];
+/** The version the cluster is installed at (the older served one) and the one it is upgraded to (the lock's). */
 let kubernetesVersion: string;
+let upgradeVersion: string;
+let pinsManifest: { metadata: { name: string; namespace: string }; data: Record<string, string> };
 const siteCA = makeTestCA("e2e site CA");
 
 async function sh(command: string, args: string[]) {
@@ -266,11 +273,16 @@ async function runJob(job: V1Job, label: string): Promise<string[]> {
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-e2e-kubespray-"));
   await requireOwnNetwork();
-  const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
-  kubernetesVersion = (lock.artifacts.kubernetes as { version: string }).version.replace(/^v/, "");
-  // What the appliance serves (the build's stages; `npm run e2e:kubespray` builds first, with the network).
+  upgradeVersion = (lock.artifacts.kubernetes as { version: string }).version.replace(/^v/, "");
+  const older = Object.values(lock.artifacts).find((e) => e.source === "gomod" && e.module === "k8s.io/kubernetes" && e.version !== `v${upgradeVersion}`);
+  if (!older || older.source !== "gomod") throw new Error(`${DEFAULT_LOCK} pins no second Kubernetes version (icn-bootstrap lock-artifacts --also-kubernetes)`);
+  kubernetesVersion = older.version.replace(/^v/, "");
+  const definition = withExtraKubernetes(await loadDefinition(DEFAULT_DEFINITION), [older.version]);
+  // What the appliance serves (the build's stages; `npm run e2e:kubespray` builds first, with
+  // the network, and builds the older version's binaries): both versions.
   content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir() });
+  pinsManifest = yaml.load(await readFile(join(content.files.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as typeof pinsManifest;
   const [built] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir() });
   const served = await readOsImage(built!.image!);
   osImage = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
@@ -291,8 +303,9 @@ beforeAll(async () => {
     await c.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } });
   }
   const config = await shippedConfig();
-  // What the appliance's first boot does: the registry's site CA for the BPA.
+  // What the appliance's first boot does: the registry's site CA for the BPA, and the build's kubespray pins from its manifests.
   await c.core.createNamespacedConfigMap({ namespace: config.namespace, body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: siteCA.pem } } });
+  await c.core.createNamespacedConfigMap({ namespace: pinsManifest.metadata.namespace, body: { metadata: { name: pinsManifest.metadata.name }, data: pinsManifest.data } });
   operator = new Operator({ kc, config, log: makeLogger({ level: process.env.BPA_TEST_LOG ? "debug" : "warn", fields: { op: "e2e" } }) });
   await operator.start();
   phase("API server and BPA operator running");
@@ -319,7 +332,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
   let builtPause: BuiltImage;
 
   it("the BPA makes the node's user-data; the node boots the OS image with it", async () => {
-    await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }] } });
+    await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }], kubernetesVersion } });
     const { userData, privateKey } = await bpaUserDataAndKey();
     const vm = await bootNode(NODE_A, userData, privateKey);
     expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
@@ -359,7 +372,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     const kubeconfig = join(work, "cluster-a.kubeconfig");
     await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
     expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
-    const kubectlPath = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${kubernetesVersion}`, "bin/linux/amd64/kubectl");
+    const kubectlPath = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${upgradeVersion}`, "bin/linux/amd64/kubectl");
     kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
     const nodes = await waitFor("the node to be Ready", async () => {
       const r = await kubectl("get", "nodes", "-o", "wide");
@@ -443,5 +456,50 @@ describe("an application cluster installed by the real kubespray, offline", () =
     console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
     expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${kubernetesVersion}`));
     phase("probe pod Running on the new node; status.nodes shows both");
+  }, 8 * HOUR);
+
+  it("day 2: a newer spec.kubernetesVersion makes the BPA start an upgrade Job over every node", async () => {
+    const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
+    await c.custom.patchNamespacedCustomObject(
+      { group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING, body: { spec: { kubernetesVersion: upgradeVersion } } },
+      mergePatch,
+    );
+    job = await waitFor("the upgrade Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
+    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BPA_OPERATION: "upgrade", BPA_PLAYBOOK: "upgrade-cluster.yml" });
+    expect(env.BPA_LIMIT).toBeUndefined();
+    const inventory = await c.core.readNamespacedConfigMap({ namespace: NAMESPACE, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name! });
+    expect(yaml.load(inventory.data!["offline.yml"]!)).toMatchObject({ kube_version: upgradeVersion });
+    phase(`Provisioning Updating: Job ${job.metadata!.name} (upgrade-cluster.yml ${kubernetesVersion} -> ${upgradeVersion})`);
+  }, HOUR);
+
+  it("the runner's upgrade-cluster.yml brings every node to the new version; status says so", async () => {
+    await runJob(job, "upgrade");
+    const p = await waitFor("the Provisioning Ready on the new version", async () => {
+      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.kubernetesVersion === upgradeVersion) ? current : undefined;
+    }, 60_000, 500);
+    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "scale:Succeeded", "upgrade:Succeeded"]);
+    expect(p.status!.operations![2]).toMatchObject({ fromVersion: kubernetesVersion, kubernetesVersion: upgradeVersion });
+    phase("upgrade-cluster.yml done; Provisioning Ready on the new version");
+    const escaped = upgradeVersion.replace(/\./g, "\\.");
+    const nodes = await waitFor("both nodes Ready on the new version", async () => {
+      const r = await kubectl("get", "nodes", "-o", "wide");
+      return NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
+    }, 15 * 60_000, 5_000).catch(async () => (await kubectl("get", "nodes", "-o", "wide")).all);
+    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+    for (const n of NODES) expect(nodes).toMatch(new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m"));
+    // The control plane runs the new version's images, from the appliance's registry.
+    const images = await kubectl("-n", "kube-system", "get", "pods", "-o", "jsonpath={range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}");
+    for (const component of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) expect(images.all).toContain(`/${component}:v${upgradeVersion}`);
+    expect(images.all).not.toContain(`:v${kubernetesVersion}`);
+    const observed = await waitFor("status.nodes on the new version", async () => {
+      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      return current.status?.nodes?.every((n) => n.kubeletVersion === `v${upgradeVersion}`) && current.status.nodes.length === 2 ? current.status.nodes : undefined;
+    }, 10 * 60_000, 2_000).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
+    console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
+    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${upgradeVersion}`));
+    phase("both nodes on the new version; status.nodes shows it");
   }, 8 * HOUR);
 });

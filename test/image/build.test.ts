@@ -113,6 +113,8 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/provisioning.yaml")).toMatchObject({ type: "regular" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/bpa/deployment.yaml")).toMatchObject({ type: "regular" });
+    // What the appliance serves to kubespray, for the BPA: the build's pins as a ConfigMap applied at first boot.
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml")).toMatch(/name: bpa-kubespray-pins[\s\S]*kubeadm_checksums:/);
   });
 
   it("writes a compressed qcow2 that holds the same disk as the USB image", async () => {

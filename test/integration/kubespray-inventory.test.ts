@@ -19,7 +19,7 @@ import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssignedHost } from "../../bpa/api/types.js";
 import { parseConfig } from "../../bpa/config/config.js";
-import { renderGroupVars } from "../../bpa/inventory/group-vars.js";
+import { clusterVersion, renderGroupVars } from "../../bpa/inventory/group-vars.js";
 import { renderHostsIni } from "../../bpa/inventory/hosts-ini.js";
 import { nextOperation } from "../../bpa/jobs/operation.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
@@ -28,13 +28,16 @@ import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/pipeline.js";
 import { archiveMembers, OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
 import { FILES_ROOT, KUBESPRAY_PINS } from "../../builder/stages/files.js";
+import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
+import { KUBESPRAY_PINS_CONFIGMAP, KUBESPRAY_PINS_KEY, readServedPins } from "../../common/kubespray-pins.js";
 import { REPO } from "../helpers/cli.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
 
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
 const REGISTRY = "bootstrap.icn:5000";
 const FILES_REPO = "http://bootstrap.icn:8080/kubespray";
-const PINS_IN_IMAGE = "/etc/bpa-runner/kubespray-pins.yml";
+/** Where the runner finds the pins: beside the inventory, as the BPA mounts them. */
+const PINS = "/tmp/inventory/kubespray-pins.yml";
 
 
 let content: ContentResult;
@@ -55,19 +58,30 @@ async function shippedConfig() {
   return parseConfig(yaml.load(configMap.data["config.yaml"]!), "manifests/bpa/config.yaml");
 }
 
-/** The inventory directory the BPA mounts into the install Job: hosts.ini and group_vars/all/offline.yml. */
+/** The pins as the appliance ships them: the build's ConfigMap among the first-boot manifests. */
+async function shippedPins(): Promise<string> {
+  const configMap = yaml.load(await readFile(join(content.files.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as { metadata: { name: string; namespace: string }; data: Record<string, string> };
+  expect(configMap.metadata).toMatchObject({ name: KUBESPRAY_PINS_CONFIGMAP, namespace: "bpa-system" });
+  return configMap.data[KUBESPRAY_PINS_KEY]!;
+}
+
+/** The inventory directory the BPA mounts into the install Job: hosts.ini, group_vars/all/offline.yml and the pins. */
 async function writeInventory(name: string, hosts: AssignedHost[], hostsIni?: string): Promise<string> {
   const dir = join(work, name.replace(/\W+/g, "-"));
   await mkdir(join(dir, "group_vars/all"), { recursive: true });
   await writeFile(join(dir, "hosts.ini"), hostsIni ?? renderHostsIni(hosts, { provisioning: "site/cluster", installHash: "0".repeat(64) }));
   const config = await shippedConfig();
-  await writeFile(join(dir, "group_vars/all/offline.yml"), renderGroupVars(config, "site/cluster"));
+  const pins = await shippedPins();
+  const served = readServedPins(pins);
+  if (typeof served === "string") throw new Error(`the build's pins: ${served}`);
+  await writeFile(join(dir, "group_vars/all/offline.yml"), renderGroupVars(config, "site/cluster", clusterVersion(config.kubernetesVersions ?? served.kubernetesVersions)));
+  await writeFile(join(dir, "kubespray-pins.yml"), pins);
   return dir;
 }
 
 /** ansible-playbook as the runner runs it: the pins as extra vars (`after`: extra vars that override even them). */
 function ansible(inventory: string, args: string[], after: string[] = []) {
-  return inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", ...args, "-e", `@${PINS_IN_IMAGE}`, ...after], { binds: { [inventory]: "/tmp/inventory" }, cwd: "/kubespray" });
+  return inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", ...args, "-e", `@${PINS}`, ...after], { binds: { [inventory]: "/tmp/inventory" }, cwd: "/kubespray" });
 }
 
 async function sha256(path: string): Promise<string> {
@@ -106,14 +120,17 @@ describe("the runner image", () => {
     expect((await inImage(root, ["test", "-e", "/usr/bin/ansible-playbook"])).exitCode).toBe(1);
   });
 
-  it("carries the build's kubespray pins: the served Kubernetes version with the file server's sha256", async () => {
-    const pins = yaml.load(await readFile(join(root, PINS_IN_IMAGE), "utf8")) as Record<string, unknown>;
+  it("carries no served versions: the build's kubespray pins (a ConfigMap the BPA mounts) have the served Kubernetes version with the file server's sha256", async () => {
+    expect((await inImage(root, ["sh", "-c", "ls /etc/bpa-runner 2>&1; env | grep BPA_ || true"])).all).not.toMatch(/kubespray-pins|BPA_KUBESPRAY_PINS/);
+    const text = await shippedPins();
+    const pins = yaml.load(text) as Record<string, unknown>;
     const version = kubernetesVersion.replace(/^v/, "");
-    // The one version served; the BPA's shipped configuration offers exactly it, and its group variables name it.
+    // The one version served; the BPA reads it from the pins (its shipped configuration does not narrow them), and its group variables name it.
     expect(Object.keys((pins.kubelet_checksums as Record<string, Record<string, string>>).amd64!)).toEqual([version]);
-    expect((await shippedConfig()).kubernetesVersions).toEqual([version]);
+    expect((await shippedConfig()).kubernetesVersions).toBeUndefined();
+    expect(readServedPins(text)).toMatchObject({ kubernetesVersions: [version], components: { containerd: expect.any(String), etcd: "3.6.6", "cni-plugins": expect.any(String) } });
     expect(yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8"))).toMatchObject({ kube_version: version });
-    expect(await readFile(join(content.files.dir, KUBESPRAY_PINS), "utf8")).toBe(await readFile(join(root, PINS_IN_IMAGE), "utf8"));
+    expect(await readFile(join(content.files.dir, KUBESPRAY_PINS), "utf8")).toBe(text);
     const served = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", kubernetesVersion, "bin/linux/amd64");
     for (const name of ["kubeadm", "kubelet", "kubectl"]) {
       expect((pins[`${name}_checksums`] as Record<string, Record<string, string>>).amd64![version]).toBe(`sha256:${await sha256(join(served, name))}`);
@@ -188,7 +205,7 @@ describe("what kubespray downloads for the BPA's inventory", () => {
     await mkdir(out, { recursive: true });
     const play = join(work, "offline-list.yml");
     await writeFile(play, await readFile(join(REPO, "builder/kubespray/offline-list.yml"), "utf8"));
-    const result = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/offline-list.yml", "-e", `@${PINS_IN_IMAGE}`, "-e", "offline_list_out=/tmp/out"], {
+    const result = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/offline-list.yml", "-e", `@${PINS}`, "-e", "offline_list_out=/tmp/out"], {
       binds: { [inventory]: "/tmp/inventory", [work]: "/tmp/play", [out]: "/tmp/out" },
       cwd: "/kubespray",
       env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
@@ -264,7 +281,7 @@ describe("the workers' API-server proxy", () => {
     const inventory = await writeInventory("haproxy", LAYOUTS["a master and a worker"]!);
     const out = join(work, "haproxy-out");
     await mkdir(out, { recursive: true });
-    const rendered = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/render-haproxy-cfg.yml", "-e", `@${PINS_IN_IMAGE}`], {
+    const rendered = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/render-haproxy-cfg.yml", "-e", `@${PINS}`], {
       binds: { [inventory]: "/tmp/inventory", [join(REPO, "test/fixtures/kubespray")]: "/tmp/play", [out]: "/tmp/out" },
       cwd: "/kubespray",
       env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
@@ -273,7 +290,7 @@ describe("the workers' API-server proxy", () => {
     const cfg = await readFile(join(out, "haproxy-node2.cfg"), "utf8");
     expect(cfg).toMatch(/server node1 10\.10\.0\.11:6443 check/);
     const haproxyRef = content.selection.images.find((i) => i.ref.startsWith("docker.io/library/haproxy:"))!.ref;
-    const pins = yaml.load(await readFile(join(root, PINS_IN_IMAGE), "utf8")) as Record<string, unknown>;
+    const pins = yaml.load(await shippedPins()) as Record<string, unknown>;
     expect(pins.haproxy_image_tag).toBe(haproxyRef.split(":")[1]);
     const haproxyRoot = join(work, "haproxy-root");
     const image = await unpackImage(content.images!.dir, haproxyRef, haproxyRoot);

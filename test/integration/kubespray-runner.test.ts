@@ -94,7 +94,7 @@ beforeAll(async () => {
   // record: built as the recipes say, digests not checked against registry-seed/ (the BPA
   // image's pin moves with every bpa/ change until `icn-bootstrap lock-images` re-pins it;
   // the pins are the image tests' business). The pause image used below is compared with its pin.
-  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true });
+  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false, extraKubernetesVersions: [] } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true });
   const { runStage } = await import("../../builder/stage.js");
   const { filesStage } = await import("../../builder/stages/files.js");
   const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection.images.map((i) => i.ref) }, stagesDir());

@@ -163,6 +163,19 @@ describe("image lists and recipes: bad input names the entry", () => {
     expect(JSON.parse(await readFile(join(ok.dir, "images.json"), "utf8"))[0].digest).toBe(built[0].digest);
   });
 
+  it("refuses an artifacts: entry that names an artifact the recipe does not copy", async () => {
+    const images = join(dir, "images");
+    await mkdir(join(images, "tool"), { recursive: true });
+    await writeFile(join(images, "tool/recipe.yaml"), "name: tool\ncopy:\n  - { from: 'recipe:tool.txt', to: /tool.txt }\nentrypoint: [/tool]\n");
+    await writeFile(join(images, "tool/tool.txt"), "tool\n");
+    const path = await list("versioned.yaml", `images:\n  - ref: example.org/icn/tool:v2\n    recipe: tool\n    artifacts: { kube-apiserver: kube-apiserver-v1.35.3 }\n    digest: sha256:${"0".repeat(64)}\n`);
+    const selection = selectImages(await loadSeedLists([path]), { profile: "default", kubespray: false });
+    expect(selection.images[0]!.artifacts).toEqual({ "kube-apiserver": "kube-apiserver-v1.35.3" });
+    const error = (await planImages(selection.images, { imagesDir: images }).catch((e: unknown) => e)) as UserError;
+    expect(error).toBeInstanceOf(UserError);
+    expect(error.message).toBe(`${path}: example.org/icn/tool:v2: artifacts: kube-apiserver is not copied by ${join(images, "tool/recipe.yaml")}`);
+  });
+
   it("maps references to repositories without the registry host and refuses two that collide", async () => {
     const path = await list("repos.yaml", `images:\n  - ref: nginx:1\n  - ref: registry.k8s.io/coredns/coredns:v1\n  - ref: docker.io/coredns/coredns:v1\n`);
     await expect(loadSeedLists([path])).rejects.toThrow(/would both be coredns\/coredns:v1/);

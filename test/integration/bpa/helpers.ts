@@ -22,6 +22,7 @@ import { silentLogger, makeLogger, type Logger } from "../../../bpa/controller/l
 import { Operator } from "../../../bpa/operator.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
+import { testPins } from "../../fixtures/bpa/pins.js";
 
 export const repo = new URL("../../../", import.meta.url);
 
@@ -145,16 +146,35 @@ export async function putRegistryCA(config: BpaConfig, pem: string): Promise<voi
 }
 
 /**
+ * What the appliance's first boot applies from the build's manifests: the kubespray pins in
+ * ConfigMap `config.kubesprayPins.configMap` of the operator's namespace (replaced when it exists).
+ */
+export async function putKubesprayPins(config: BpaConfig, text: string): Promise<void> {
+  const c = clients();
+  const namespace = config.namespace;
+  const { configMap: name, key } = config.kubesprayPins;
+  const body = { metadata: { name, namespace }, data: { [key]: text } };
+  try {
+    await c.core.createNamespacedConfigMap({ namespace, body });
+  } catch (error) {
+    if (!isConflict(error)) throw error;
+    await c.core.replaceNamespacedConfigMap({ namespace, name, body });
+  }
+}
+
+/**
  * Starts an operator in this process and waits until it leads (unless told not to wait).
- * The registry's site CA is put in place first, as the appliance's first boot does
- * (`registryCA: false` leaves it out).
+ * The registry's site CA and the kubespray pins (of the configuration's kubernetesVersions,
+ * else 1.35.4) are put in place first, as the appliance's first boot does (`registryCA:
+ * false`, `pins: false` leave them out).
  */
 export async function startOperator(
   kc: KubeConfig,
   config: BpaConfig,
-  options: { identity?: string; waitForLeadership?: boolean; registryCA?: false } = {},
+  options: { identity?: string; waitForLeadership?: boolean; registryCA?: false; pins?: false } = {},
 ): Promise<Operator> {
   if (options.registryCA !== false) await putRegistryCA(config, testRegistryCaPem());
+  if (options.pins !== false) await putKubesprayPins(config, testPins(config.kubernetesVersions ?? ["1.35.4"]));
   const operator = new Operator({
     kc,
     config,

@@ -11,6 +11,7 @@ import { execFile } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
+import { testPins } from "../../fixtures/bpa/pins.js";
 import {
   applyCrds,
   clients,
@@ -20,6 +21,7 @@ import {
   listInstallJobs,
   newNamespace,
   operatorConfig,
+  putKubesprayPins,
   putRegistryCA,
   testRegistryCaPem,
   waitForStatus,
@@ -61,7 +63,9 @@ function start(command: string[], ns: string): { child: ChildProcess; output: ()
 async function exercise(command: string[], prefix: string): Promise<void> {
   const ns = await newNamespace(c, prefix);
   await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384 }));
-  await putRegistryCA(operatorConfig(ns), testRegistryCaPem()); // what the appliance's first boot does
+  // What the appliance's first boot does: the registry's site CA and the build's kubespray pins.
+  await putRegistryCA(operatorConfig(ns), testRegistryCaPem());
+  await putKubesprayPins(operatorConfig(ns), testPins(["1.35.4"]));
   const { child, output } = start([...command, "--kubeconfig", inject("kubeconfigPath"), "--health-port", "0"], ns);
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   try {

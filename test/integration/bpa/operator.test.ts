@@ -189,7 +189,7 @@ describe("reconcile errors", () => {
     const [, clusterRole] = await loadKubeYaml<V1ClusterRole>("manifests/bpa/rbac.yaml");
     const rules = clusterRole!.rules!.map((r) => (r.resources!.includes("jobs") ? { ...r, verbs: r.verbs.filter((v) => v !== "create") } : r));
     rules.push({ apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] });
-    rules.push({ apiGroups: [""], resources: ["configmaps"], resourceNames: ["icn-registry-ca"], verbs: ["get", "list", "watch"] });
+    rules.push({ apiGroups: [""], resources: ["configmaps"], resourceNames: ["icn-registry-ca", "bpa-kubespray-pins"], verbs: ["get", "list", "watch"] });
     await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "op" }, rules } });
     await c.rbac.createNamespacedRoleBinding({
       namespace: ns,

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssignedHost } from "../../../bpa/api/types.js";
-import { renderGroupVars } from "../../../bpa/inventory/group-vars.js";
+import { clusterVersion, renderGroupVars } from "../../../bpa/inventory/group-vars.js";
 import { etcdMembers, renderHostsIni } from "../../../bpa/inventory/hosts-ini.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
 
@@ -125,9 +125,11 @@ describe("kubespray inventory", () => {
   });
 
   it("names the cluster's Kubernetes version: the spec's, else the newest the appliance serves, else kubespray's default", () => {
-    const served = testConfig({ kubernetesVersions: ["1.34.3", "1.35.4"] });
-    expect(yaml.load(renderGroupVars(served, "ns/p"))).toMatchObject({ kube_version: "1.35.4" });
-    expect(yaml.load(renderGroupVars(served, "ns/p", "1.34.3"))).toMatchObject({ kube_version: "1.34.3" });
+    const served = ["1.35.10", "1.34.3", "1.35.4"];
+    expect(clusterVersion(served)).toBe("1.35.10");
+    expect(clusterVersion(served, "1.34.3")).toBe("1.34.3");
+    expect(clusterVersion(undefined)).toBeUndefined();
+    expect(yaml.load(renderGroupVars(config, "ns/p", "1.34.3"))).toMatchObject({ kube_version: "1.34.3" });
     expect(yaml.load(renderGroupVars(config, "ns/p"))).not.toHaveProperty("kube_version");
     expect(() => testConfig({ kubernetesVersions: ["v1.35"] })).toThrow(/kubernetesVersions/);
   });

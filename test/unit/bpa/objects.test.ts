@@ -48,18 +48,21 @@ describe("names", () => {
 describe("install hash", () => {
   const host = { name: "h1", namespace: "ns", role: "master" as const, index: 0, ip: "10.0.0.1", mac: "52:54:00:00:00:01", cpu: 8, ramMebibytes: 8192 };
   const ca = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+  const appliance = { registryCaPem: ca, pins: "kubeadm_checksums: {amd64: {1.35.4: sha256:aa}}\n" };
   it("changes with the hosts, their addresses and the retry token, not with their order", () => {
     const w = { ...host, name: "h2", role: "worker" as const, ip: "10.0.0.2" };
-    const h = installHash("spec", [host, w], "", ca);
-    expect(installHash("spec", [w, host], "", ca)).toBe(h);
-    expect(installHash("spec", [host, { ...w, ip: "10.0.0.3" }], "", ca)).not.toBe(h);
-    expect(installHash("spec", [host, w], "1", ca)).not.toBe(h);
-    expect(installHash("spec2", [host, w], "", ca)).not.toBe(h);
+    const h = installHash("spec", [host, w], "", appliance);
+    expect(installHash("spec", [w, host], "", appliance)).toBe(h);
+    expect(installHash("spec", [host, { ...w, ip: "10.0.0.3" }], "", appliance)).not.toBe(h);
+    expect(installHash("spec", [host, w], "1", appliance)).not.toBe(h);
+    expect(installHash("spec2", [host, w], "", appliance)).not.toBe(h);
   });
 
-  it("changes with the registry's site CA: nodes with the old CA could not pull", () => {
-    expect(installHash("spec", [host], "", ca)).toBe(installHash("spec", [host], "", ca));
-    expect(installHash("spec", [host], "", ca.replace("AAAA", "BBBB"))).not.toBe(installHash("spec", [host], "", ca));
+  it("changes with the registry's site CA (nodes with the old CA could not pull) and with what the appliance serves (the pins)", () => {
+    const h = installHash("spec", [host], "", appliance);
+    expect(installHash("spec", [host], "", { ...appliance })).toBe(h);
+    expect(installHash("spec", [host], "", { ...appliance, registryCaPem: ca.replace("AAAA", "BBBB") })).not.toBe(h);
+    expect(installHash("spec", [host], "", { ...appliance, pins: appliance.pins.replace("aa", "bb") })).not.toBe(h);
   });
 });
 
@@ -101,6 +104,7 @@ describe("install Job", () => {
       { key: "hosts.ini", path: "hosts.ini" },
       { key: "offline.yml", path: "group_vars/all/offline.yml" },
       { key: "registry-ca.crt", path: "registry-ca.crt" },
+      { key: "kubespray-pins.yml", path: "kubespray-pins.yml" },
     ]);
     expect(pod.volumes!.find((v) => v.name === "ssh")!.secret).toEqual({
       secretName: "bpa-ssh-key",
@@ -109,11 +113,17 @@ describe("install Job", () => {
     });
   });
 
-  it("keeps the inventory and the registry's site CA in an immutable ConfigMap", () => {
+  it("keeps the inventory, the registry's site CA and the kubespray pins in an immutable ConfigMap", () => {
     const { pem } = makeTestCA();
-    const cm = inventoryConfigMap(p, hash, { hostsIni: "[all]\n", groupVarsYaml: "---\n", registryCaPem: pem });
+    const cm = inventoryConfigMap(p, hash, { hostsIni: "[all]\n", groupVarsYaml: "---\n", registryCaPem: pem, pins: "etcd_version: 3.6.6\n" });
     expect(cm.immutable).toBe(true);
-    expect(cm.data).toEqual({ "hosts.ini": "[all]\n", "offline.yml": "---\n", "registry-ca.crt": pem });
+    expect(cm.data).toEqual({ "hosts.ini": "[all]\n", "offline.yml": "---\n", "registry-ca.crt": pem, "kubespray-pins.yml": "etcd_version: 3.6.6\n" });
+  });
+
+  it("mounts the pins beside the inventory and tells the runner to pass them", () => {
+    const pod = installJob(p, config, hash).spec!.template.spec!;
+    expect(pod.volumes!.find((v) => v.name === "inventory")!.configMap!.items).toContainEqual({ key: "kubespray-pins.yml", path: "kubespray-pins.yml" });
+    expect(pod.containers[0]!.env).toContainEqual({ name: "BPA_KUBESPRAY_PINS", value: "/inventory/kubespray-pins.yml" });
   });
 
   it("mounts the CA beside the inventory and tells the runner where it goes on the nodes", () => {

@@ -75,6 +75,22 @@ describe("the next operation of a Provisioning", () => {
     expect(upgradeStep("1.33.7", "1.35.4", ["1.33.7", "1.35.4"])).toEqual({ blocked: expect.stringContaining("serves no 1.34 version") });
   });
 
+  it("follows the appliance's other components: a served containerd the cluster does not run is an upgrade-cluster.yml at the same Kubernetes version", () => {
+    const installed = { ...cluster([m0, w0]), components: { containerd: "2.2.3", runc: "1.4.2" } };
+    const servedComponents = { containerd: "2.2.4", runc: "1.4.2", nerdctl: "2.0.4" };
+    const o = op(nextOperation({ cluster: installed, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents }));
+    expect(o).toMatchObject({ kind: "upgrade", playbook: "upgrade-cluster.yml", kubernetesVersion: "1.35.4", fromVersion: "1.35.4", hosts: ["m0", "w0"] });
+    expect(o.summary).toBe("upgrade-cluster.yml updates containerd 2.2.3 -> 2.2.4 (Kubernetes stays 1.35.4)");
+    expect(o.outcome.components).toEqual({ containerd: "2.2.4", runc: "1.4.2", nerdctl: "2.0.4" });
+    // The same components, or a cluster that recorded none: nothing to do.
+    expect(nextOperation({ cluster: { ...installed, components: { containerd: "2.2.4" } }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).toEqual({ upToDate: true });
+    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).toEqual({ upToDate: true });
+    // Hosts first; a Kubernetes upgrade brings the served components with it.
+    expect(op(nextOperation({ cluster: installed, wanted: [m0, w0, w1], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).outcome.components).toEqual(installed.components);
+    const upgrade = op(nextOperation({ cluster: { ...installed, kubernetesVersion: "1.34.5" }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents }));
+    expect(upgrade).toMatchObject({ kubernetesVersion: "1.35.4", outcome: { kubernetesVersion: "1.35.4", components: servedComponents } });
+  });
+
   it("refuses what it must not do, saying why: a downgrade, removing a master, removing the last worker of a control-plane-only cluster", () => {
     expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.34.5", servedVersions: served })).toEqual({ blocked: expect.stringContaining("does not downgrade") });
     expect(nextOperation({ cluster: cluster([m0, m1, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served })).toEqual({ blocked: expect.stringContaining("control-plane host (master[1]=m1)") });
