@@ -123,24 +123,20 @@ export class Controller {
           : c.core.listPodForAllNamespaces({ labelSelector: owned }),
     });
 
-    const caSelector = `metadata.name=${config.registryCA.configMap}`;
-    this.registryCA = new ResilientInformer<V1ConfigMap>({
-      kc: c.kc,
-      name: "registry-ca",
-      log,
-      path: `/api/v1/namespaces/${config.namespace}/configmaps`,
-      fieldSelector: caSelector,
-      list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector: caSelector }),
-    });
-    const pinsSelector = `metadata.name=${config.kubesprayPins.configMap}`;
-    this.kubesprayPins = new ResilientInformer<V1ConfigMap>({
-      kc: c.kc,
-      name: "kubespray-pins",
-      log,
-      path: `/api/v1/namespaces/${config.namespace}/configmaps`,
-      fieldSelector: pinsSelector,
-      list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector: pinsSelector }),
-    });
+    // The appliance's ConfigMaps every Job gets something from, each watched by name in the operator's namespace.
+    const applianceConfigMap = (name: string, configMap: string) => {
+      const fieldSelector = `metadata.name=${configMap}`;
+      return new ResilientInformer<V1ConfigMap>({
+        kc: c.kc,
+        name,
+        log,
+        path: `/api/v1/namespaces/${config.namespace}/configmaps`,
+        fieldSelector,
+        list: () => c.core.listNamespacedConfigMap({ namespace: config.namespace, fieldSelector }),
+      });
+    };
+    this.registryCA = applianceConfigMap("registry-ca", config.registryCA.configMap);
+    this.kubesprayPins = applianceConfigMap("kubespray-pins", config.kubesprayPins.configMap);
 
     const caches: Caches = {
       provisioning: (namespace, name) => this.provisionings.get(name, namespace),

@@ -267,23 +267,35 @@ export class Reconciler {
         }
       }
       const hosts = inventory.status.assignedHosts!;
-      job = await this.createJob(p, inventory.hash, undefined, {
+      const made = await this.createJob(p, inventory.hash, undefined, {
         hosts: hosts.map((h) => h.name),
         description: `${this.config.playbook} installs ${hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ")}`,
         ...(inventory.outcome.kubernetesVersion ? { kubernetesVersion: inventory.outcome.kubernetesVersion } : {}),
       });
-      this.log.info("created install Job", { provisioning: key, job: inventory.names.installJob, hosts: assignedText(inventory.status.assignedHosts!) });
+      job = made.job;
+      if (made.created) {
+        this.log.info("created install Job", { provisioning: key, job: inventory.names.installJob, hosts: assignedText(inventory.status.assignedHosts!) });
+        await recordEvent(this.c, this.log, p, operationStartedEvent(recordOf(job, [])), this.now());
+      }
     }
     await this.prune(p, jobs, inventory.hash);
     return { job };
   }
 
-  /** Status from the operation: a finished install keeps its phase; a Job's state decides otherwise. */
+  /** Status from the operation: a finished install keeps its phase; a Job's state decides otherwise. An install that just ended says so in an Event. */
   private async writeOutcome(p: Provisioning, operation: Operation, status: ProvisioningStatus, plan: Plan, outcome: ClusterState): Promise<Phase> {
     const conditions: [ConditionInput, ConditionInput] = [assignedCondition(plan.hosts), reconciledCondition(p)];
-    if (!("finished" in operation)) return this.reportInstall(p, operation.job, status, conditions, outcome);
-    await this.writeStatus(p, operation.finished, status, conditions);
-    return operation.finished;
+    if ("finished" in operation) {
+      await this.writeStatus(p, operation.finished, status, conditions);
+      return operation.finished;
+    }
+    const phase = await this.reportInstall(p, operation.job, status, conditions, outcome);
+    const ended = phase !== "Installing" && (p.status?.phase !== phase || p.status.installJob !== operation.job.metadata?.name);
+    if (ended) {
+      const record = recordOf(operation.job, this.jobPods(p.metadata.namespace!, operation.job));
+      await recordEvent(this.c, this.log, p, operationFinishedEvent(phase === "Ready" ? record : { ...record, result: "Failed", message: record.message ?? "no kubeconfig handed back" }), this.now());
+    }
+    return phase;
   }
 
   /**
@@ -486,26 +498,29 @@ export class Reconciler {
     const hostsIni = renderHostsIni(op.inventoryHosts, { provisioning: key, installHash: hash }, { mastersAreNodes: op.mastersAreNodes });
     const groupVarsYaml = renderGroupVars(this.config, key, op.kubernetesVersion);
     await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem, pins }));
-    const job = await this.createJob(p, hash, op);
+    const { job, created } = await this.createJob(p, hash, op);
     await this.prune(p, this.ownedJobs(p), hash);
-    this.log.info("started a day-2 operation", { provisioning: key, job: job.metadata?.name, operation: op.summary });
     const record = recordOf(job, []);
-    await recordEvent(this.c, this.log, p, operationStartedEvent(record), this.now());
+    if (created) {
+      this.log.info("started a day-2 operation", { provisioning: key, job: job.metadata?.name, operation: op.summary });
+      await recordEvent(this.c, this.log, p, operationStartedEvent(record), this.now());
+    }
     return { job, record };
   }
 
-  private async createJob(p: Provisioning, hash: string, op?: OperationPlan, installRecord?: Parameters<typeof installJob>[3]): Promise<V1Job> {
+  /** The Job, and whether this call created it (an existing one: the informer's cache had not seen it yet). */
+  private async createJob(p: Provisioning, hash: string, op?: OperationPlan, installRecord?: Parameters<typeof installJob>[3]): Promise<{ job: V1Job; created: boolean }> {
     const body = op ? operationJob(p, this.config, hash, op) : installJob(p, this.config, hash, installRecord);
     const namespace = p.metadata.namespace!;
     try {
-      return await this.c.batch.createNamespacedJob({ namespace, body });
+      return { job: await this.c.batch.createNamespacedJob({ namespace, body }), created: true };
     } catch (error) {
       if (!isConflict(error)) throw error;
       const existing = await this.c.batch.readNamespacedJob({ namespace, name: body.metadata!.name! });
       if (!ownedBy(existing, p.metadata.uid)) {
         throw new Error(`Job ${body.metadata!.name} exists but belongs to another owner (a deleted Provisioning of the same name?); waiting for it to be deleted`);
       }
-      return existing;
+      return { job: existing, created: false };
     }
   }
 

@@ -86,7 +86,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
         mastersAreNodes,
         hosts: wanted.map((h) => h.name),
         ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}),
-        outcome: { hosts: [...wanted], ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}), mastersAreNodes, revision: 1, ...served(input) },
+        outcome: { hosts: [...wanted], ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}), mastersAreNodes, revision: 1, ...servedComponentsOf(input) },
         summary: `cluster.yml installs ${wanted.map(label).join(", ")}`,
       },
     };
@@ -97,7 +97,7 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   const added = wanted.filter((h) => !installedKeys.has(key(h)));
   const version = cluster.kubernetesVersion;
   const base = { mastersAreNodes: cluster.mastersAreNodes, ...(version ? { kubernetesVersion: version } : {}) };
-  const next = (hosts: AssignedHost[], kubernetesVersion = version, components = cluster.components): ClusterState => ({
+  const next: NextCluster = (hosts, kubernetesVersion = version, components = cluster.components) => ({
     hosts,
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     mastersAreNodes: cluster.mastersAreNodes,
@@ -156,22 +156,30 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   }
   const step = upgradeStep(version, target, input.servedVersions);
   if ("blocked" in step) return step;
+  return upgrade(input, cluster, next, step.version, `upgrade-cluster.yml upgrades ${version} -> ${step.version}${step.version === target ? "" : ` (on the way to ${target}, one minor at a time)`}`);
+}
+
+type NextCluster = (hosts: AssignedHost[], kubernetesVersion?: string, components?: Record<string, string>) => ClusterState;
+
+/** upgrade-cluster.yml over every host at `version`: afterwards the cluster runs it and the served components. */
+function upgrade(input: NextOperationInput, cluster: ClusterState, next: NextCluster, version: string, summary: string): NextOperation {
+  const components = input.servedComponents ? { ...cluster.components, ...input.servedComponents } : cluster.components;
   return {
     operation: {
       kind: "upgrade",
       playbook: PLAYBOOK.upgrade,
       inventoryHosts: [...cluster.hosts],
       mastersAreNodes: cluster.mastersAreNodes,
-      kubernetesVersion: step.version,
-      fromVersion: version,
+      kubernetesVersion: version,
+      ...(cluster.kubernetesVersion ? { fromVersion: cluster.kubernetesVersion } : {}),
       hosts: cluster.hosts.map((h) => h.name),
-      outcome: next([...cluster.hosts], step.version, input.servedComponents ? { ...input.servedComponents } : cluster.components),
-      summary: `upgrade-cluster.yml upgrades ${version} -> ${step.version}${step.version === target ? "" : ` (on the way to ${target}, one minor at a time)`}`,
+      outcome: next([...cluster.hosts], version, components),
+      summary,
     },
   };
 }
 
-const served = (input: NextOperationInput) => (input.servedComponents ? { components: { ...input.servedComponents } } : {});
+const servedComponentsOf = (input: NextOperationInput) => (input.servedComponents ? { components: { ...input.servedComponents } } : {});
 
 /** "containerd 2.2.3 -> 2.2.4": the components whose served version is not the cluster's. */
 export function componentChanges(installed: Readonly<Record<string, string>> | undefined, servedComponents: Readonly<Record<string, string>> | undefined): string[] {
@@ -186,22 +194,10 @@ export function componentChanges(installed: Readonly<Record<string, string>> | u
  * appliance image): upgrade-cluster.yml at the cluster's own Kubernetes version brings every
  * node to them. A component the cluster did not record is not compared.
  */
-function componentUpdate(input: NextOperationInput, cluster: ClusterState, next: (hosts: AssignedHost[], v?: string, c?: Record<string, string>) => ClusterState): NextOperation {
+function componentUpdate(input: NextOperationInput, cluster: ClusterState, next: NextCluster): NextOperation {
   const changes = componentChanges(cluster.components, input.servedComponents);
   if (!changes.length || !cluster.kubernetesVersion) return { upToDate: true };
-  return {
-    operation: {
-      kind: "upgrade",
-      playbook: PLAYBOOK.upgrade,
-      inventoryHosts: [...cluster.hosts],
-      mastersAreNodes: cluster.mastersAreNodes,
-      kubernetesVersion: cluster.kubernetesVersion,
-      fromVersion: cluster.kubernetesVersion,
-      hosts: cluster.hosts.map((h) => h.name),
-      outcome: next([...cluster.hosts], cluster.kubernetesVersion, { ...cluster.components, ...input.servedComponents }),
-      summary: `upgrade-cluster.yml updates ${changes.join(", ")} (Kubernetes stays ${cluster.kubernetesVersion})`,
-    },
-  };
+  return upgrade(input, cluster, next, cluster.kubernetesVersion, `upgrade-cluster.yml updates ${changes.join(", ")} (Kubernetes stays ${cluster.kubernetesVersion})`);
 }
 
 /** The next version on the way from `from` to `to`: `to` itself within one minor, else the newest served patch of the next minor. */

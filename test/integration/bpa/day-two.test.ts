@@ -175,7 +175,11 @@ describe("day 2: operations on an installed cluster", () => {
     const nodes = await waitForStatus(c, ns, "edge", "all nodes observed", (x) => [m, w1, w2].every((n) => x.status?.nodes?.some((s) => s.name === n)));
     expect(nodes.status!.nodes!.filter((n) => [m, w1, w2].includes(n.name)).map((n) => n.kubeletVersion)).toEqual(["v1.35.4", "v1.35.4", "v1.35.4"]);
     const events = await c.core.listNamespacedEvent({ namespace: ns });
-    expect(events.items.map((e) => e.reason)).toEqual(expect.arrayContaining(["ScaleStarted", "ScaleSucceeded", "ScaleFailed"]));
+    expect(events.items.map((e) => e.reason)).toEqual(expect.arrayContaining(["InstallStarted", "InstallSucceeded", "ScaleStarted", "ScaleSucceeded", "ScaleFailed"]));
+    // The install's Events once each, however often the Provisioning was reconciled since.
+    const installEvents = events.items.filter((e) => e.reason?.startsWith("Install"));
+    expect(installEvents.map((e) => `${e.reason} x${e.count ?? 1}`).sort()).toEqual(["InstallStarted x1", "InstallSucceeded x1"]);
+    expect(installEvents.find((e) => e.reason === "InstallSucceeded")!.message).toContain("done (Job edge-install-");
   });
 
   it("a worker entry gone: remove-node.yml for its host, which stays claimed until it succeeded; then a newer version: upgrade-cluster.yml", async () => {

@@ -133,10 +133,13 @@ export function testRegistryCaPem(): string {
  * Replaces the CA when the ConfigMap exists. Uses the test's admin credentials.
  */
 export async function putRegistryCA(config: BpaConfig, pem: string): Promise<void> {
+  await putConfigMap(config.namespace, config.registryCA.configMap, { [config.registryCA.key]: pem });
+}
+
+/** Creates the ConfigMap, or replaces its data when it exists (the test's admin credentials). */
+async function putConfigMap(namespace: string, name: string, data: Record<string, string>): Promise<void> {
   const c = clients();
-  const namespace = config.namespace;
-  const { configMap: name, key } = config.registryCA;
-  const body = { metadata: { name, namespace }, data: { [key]: pem } };
+  const body = { metadata: { name, namespace }, data };
   try {
     await c.core.createNamespacedConfigMap({ namespace, body });
   } catch (error) {
@@ -150,16 +153,7 @@ export async function putRegistryCA(config: BpaConfig, pem: string): Promise<voi
  * ConfigMap `config.kubesprayPins.configMap` of the operator's namespace (replaced when it exists).
  */
 export async function putKubesprayPins(config: BpaConfig, text: string): Promise<void> {
-  const c = clients();
-  const namespace = config.namespace;
-  const { configMap: name, key } = config.kubesprayPins;
-  const body = { metadata: { name, namespace }, data: { [key]: text } };
-  try {
-    await c.core.createNamespacedConfigMap({ namespace, body });
-  } catch (error) {
-    if (!isConflict(error)) throw error;
-    await c.core.replaceNamespacedConfigMap({ namespace, name, body });
-  }
+  await putConfigMap(config.namespace, config.kubesprayPins.configMap, { [config.kubesprayPins.key]: text });
 }
 
 /**

@@ -282,6 +282,9 @@ describe("BPA operator with a real API server", () => {
     expect(message).toContain(`install Job ${job.metadata!.name} failed: ${cause} (BackoffLimitExceeded: Job has reached the specified backoff limit)`);
     expect(message).toContain(`logs: kubectl -n ${ns} logs job/${job.metadata!.name} (pods: ${job.metadata!.name}-x7k2p)`);
     expect(condition(failed, "Ready")).toMatchObject({ status: "False", reason: "InstallFailed" });
+    // kubectl describe shows it: a Warning Event with the runner's cause.
+    const event = await waitFor("an InstallFailed Event", async () => (await c.core.listNamespacedEvent({ namespace: ns, fieldSelector: "involvedObject.name=second" })).items.find((e) => e.reason === "InstallFailed"));
+    expect(event).toMatchObject({ type: "Warning", message: expect.stringContaining(cause) });
 
     // No automatic second attempt; the retry annotation asks for one.
     await new Promise((r) => setTimeout(r, 500));
