@@ -24,7 +24,6 @@ import { fits, planAssignment } from "../assign/plan.js";
 import type { BpaConfig } from "../config/config.js";
 import { clusterVersion, renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
-import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { runnerFailure } from "../jobs/failure.js";
 import { installHash, operationHash, type ApplianceInputs } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
@@ -42,6 +41,7 @@ import {
 import { reconcileAgents } from "./agents.js";
 import { NODES_REFRESH_MS, observeNodes, readKubeconfigSecret } from "./cluster-nodes.js";
 import { dayTwoStatus, operationFinishedEvent, operationStartedEvent, type DayTwoState } from "./day-two.js";
+import { installStatus, type InstallJobState } from "./install-status.js";
 import { recordOf, settle, withRecord, type Ledger } from "./ledger.js";
 import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
 import { jobState, ownedBy } from "./owners.js";
@@ -319,66 +319,24 @@ export class Reconciler {
   }
 
   /** Status from the install Job's state: Installing, Failed (Job failed, or no kubeconfig handed back) or Ready. */
-  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assignedCondition, reconciled]: [ConditionInput, ConditionInput], outcome: ClusterState): Promise<Phase> {
+  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assigned, reconciled]: [ConditionInput, ConditionInput], outcome: ClusterState): Promise<Phase> {
     const namespace = p.metadata.namespace!;
-    const record = recordOf(job, this.jobPods(namespace, job));
-    base = { ...base, operations: withRecord(base.operations ?? [], record) };
-    const n = { installJob: base.installJob!, inventory: base.inventoryConfigMap!, kubeconfig: base.kubeconfigSecret! };
-    const inventoryCondition: ConditionInput = {
-      type: CONDITION.inventoryReady,
-      status: "True",
-      reason: "Written",
-      message: `ConfigMap ${n.inventory} (hosts.ini, offline.yml, registry-ca.crt, kubespray-pins.yml)`,
-    };
-    const state = jobState(job);
-    if (state.state === "running") {
-      await this.writeStatus(p, "Installing", base, [
-        { type: CONDITION.ready, status: "False", reason: "Installing", message: `kubespray is running in Job ${n.installJob}` },
-        assignedCondition,
-        inventoryCondition,
-        { type: CONDITION.installing, status: "True", reason: "JobRunning", message: `Job ${n.installJob}; logs: kubectl -n ${namespace} logs -f job/${n.installJob}` },
-        { type: CONDITION.failed, status: "False", reason: "Installing", message: "" },
-        reconciled,
-      ]);
-      return "Installing";
-    }
-    const logs = this.logsHint(namespace, job);
-    if (state.state === "failed") {
-      const cause = runnerFailure(this.jobPods(namespace, job));
-      const message = `install Job ${n.installJob} failed${cause ? `: ${cause}` : ""} (${state.reason}${state.message ? `: ${state.message}` : ""}); ${logs}. To retry with the same spec, set the annotation ${ANNOTATION_RETRY} to a new value.`;
-      await this.writeStatus(p, "Failed", base, [
-        { type: CONDITION.ready, status: "False", reason: "InstallFailed", message },
-        assignedCondition,
-        inventoryCondition,
-        { type: CONDITION.installing, status: "False", reason: "JobFailed", message: `Job ${n.installJob} failed` },
-        { type: CONDITION.failed, status: "True", reason: "InstallFailed", message },
-        reconciled,
-      ]);
-      return "Failed";
-    }
-    // Succeeded: the runner must have handed the kubeconfig back.
-    const kubeconfig = await readKubeconfigSecret(this.c, namespace, n.kubeconfig);
-    if (!kubeconfig) {
-      const message = `install Job ${n.installJob} succeeded but the runner handed back no kubeconfig: Secret ${n.kubeconfig} has no "${KUBECONFIG_KEY}" data; ${logs}`;
-      await this.writeStatus(p, "Failed", { ...base, operations: withRecord(base.operations ?? [], { ...record, result: "Failed", message: "no kubeconfig handed back" }) }, [
-        { type: CONDITION.ready, status: "False", reason: "NoKubeconfig", message },
-        assignedCondition,
-        inventoryCondition,
-        { type: CONDITION.installing, status: "False", reason: "JobSucceeded", message: `Job ${n.installJob} succeeded` },
-        { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message },
-        reconciled,
-      ]);
-      return "Failed";
-    }
-    await this.writeStatus(p, "Ready", { ...base, cluster: outcome }, [
-      { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")` },
-      assignedCondition,
-      inventoryCondition,
-      { type: CONDITION.installing, status: "False", reason: "JobSucceeded", message: `Job ${n.installJob} succeeded` },
-      { type: CONDITION.failed, status: "False", reason: "Installed", message: "" },
-      reconciled,
-    ]);
-    return "Ready";
+    const pods = this.jobPods(namespace, job);
+    const record = recordOf(job, pods);
+    const n = { namespace, installJob: base.installJob!, inventory: base.inventoryConfigMap!, kubeconfig: base.kubeconfigSecret!, logs: this.logsHint(namespace, job) };
+    const { phase, conditions, failure } = installStatus(await this.installJobState(job, pods, namespace, n.kubeconfig), n);
+    const operations = withRecord(base.operations ?? [], failure ? { ...record, result: "Failed", message: failure } : record);
+    await this.writeStatus(p, phase, { ...base, operations, ...(phase === "Ready" ? { cluster: outcome } : {}) }, [conditions[0]!, assigned, ...conditions.slice(1), reconciled]);
+    return phase;
+  }
+
+  /** The install Job's state, with what decides the outcome: the runner's cause of a failure, the kubeconfig of a success. */
+  private async installJobState(job: V1Job, pods: V1Pod[], namespace: string, kubeconfigSecretName: string): Promise<InstallJobState> {
+    const found = jobState(job);
+    if (found.state === "running") return { state: "running" };
+    if (found.state === "succeeded") return { state: "succeeded", kubeconfig: (await readKubeconfigSecret(this.c, namespace, kubeconfigSecretName)) !== undefined };
+    const cause = runnerFailure(pods);
+    return { state: "failed", reason: found.reason, ...(found.message ? { message: found.message } : {}), ...(cause ? { cause } : {}) };
   }
 
   /**
