@@ -76,6 +76,13 @@ const NODE_A: NodeSpec = { name: "compute-a", ip: "10.124.0.2", mac: "52:54:00:1
 /** The node added on day 2, as a worker. */
 const NODE_B: NodeSpec = { name: "compute-b", ip: "10.124.0.3", mac: "52:54:00:12:40:03", tap: "icnks1", memoryMiB: Number(process.env.ICN_E2E_WORKER_MEMORY_MIB ?? 3072) };
 const NODES = [NODE_A, NODE_B];
+/**
+ * `npm run e2e:kubespray:upgrade` (ICN_E2E_SCALE=0) leaves the second node out: the one node
+ * is installed at the older version and upgraded. Two emulated VMs on two cores starve each
+ * other's control plane; one makes the upgrade half cheaper and steadier.
+ */
+const SCALE = process.env.ICN_E2E_SCALE !== "0";
+const CLUSTER_NODES = SCALE ? NODES : [NODE_A];
 const NODE_NAME = NODE_A.name;
 const NODE_IP = NODE_A.ip;
 const NODE_MAC = NODE_A.mac;
@@ -405,7 +412,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     phase("probe pod Running from the seeded registry");
   }, HOUR);
 
-  it("day 2: a worker entry added makes the BPA assign the second node and start a scale Job limited to it", async () => {
+  it.runIf(SCALE)("day 2: a worker entry added makes the BPA assign the second node and start a scale Job limited to it", async () => {
     const { userData, privateKey } = await bpaUserDataAndKey();
     const vm = await bootNode(NODE_B, userData, privateKey);
     expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
@@ -424,7 +431,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     phase(`Provisioning Updating: Job ${job.metadata!.name} (scale.yml --limit ${env.BPA_LIMIT})`);
   }, HOUR);
 
-  it("the runner's scale.yml joins it: both nodes Ready, a pod runs on the new one, status shows the grown cluster", async () => {
+  it.runIf(SCALE)("the runner's scale.yml joins it: both nodes Ready, a pod runs on the new one, status shows the grown cluster", async () => {
     await runJob(job, "scale");
     const p = await waitFor("the Provisioning Ready with two hosts", async () => {
       const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
@@ -480,26 +487,26 @@ describe("an application cluster installed by the real kubespray, offline", () =
       return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.kubernetesVersion === upgradeVersion) ? current : undefined;
     }, 60_000, 500);
     expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
-    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "scale:Succeeded", "upgrade:Succeeded"]);
-    expect(p.status!.operations![2]).toMatchObject({ fromVersion: kubernetesVersion, kubernetesVersion: upgradeVersion });
+    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", ...(SCALE ? ["scale:Succeeded"] : []), "upgrade:Succeeded"]);
+    expect(p.status!.operations!.at(-1)).toMatchObject({ fromVersion: kubernetesVersion, kubernetesVersion: upgradeVersion });
     phase("upgrade-cluster.yml done; Provisioning Ready on the new version");
     const escaped = upgradeVersion.replace(/\./g, "\\.");
-    const nodes = await waitFor("both nodes Ready on the new version", async () => {
+    const nodes = await waitFor("every node Ready on the new version", async () => {
       const r = await kubectl("get", "nodes", "-o", "wide");
-      return NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
+      return CLUSTER_NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
     }, 15 * 60_000, 5_000).catch(async () => (await kubectl("get", "nodes", "-o", "wide")).all);
     console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
-    for (const n of NODES) expect(nodes).toMatch(new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m"));
+    for (const n of CLUSTER_NODES) expect(nodes).toMatch(new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m"));
     // The control plane runs the new version's images, from the appliance's registry.
     const images = await kubectl("-n", "kube-system", "get", "pods", "-o", "jsonpath={range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}");
     for (const component of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) expect(images.all).toContain(`/${component}:v${upgradeVersion}`);
     expect(images.all).not.toContain(`:v${kubernetesVersion}`);
     const observed = await waitFor("status.nodes on the new version", async () => {
       const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.nodes?.every((n) => n.kubeletVersion === `v${upgradeVersion}`) && current.status.nodes.length === 2 ? current.status.nodes : undefined;
+      return current.status?.nodes?.every((n) => n.kubeletVersion === `v${upgradeVersion}`) && current.status.nodes.length === CLUSTER_NODES.length ? current.status.nodes : undefined;
     }, 10 * 60_000, 2_000).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
     console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
-    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${upgradeVersion}`));
-    phase("both nodes on the new version; status.nodes shows it");
+    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(CLUSTER_NODES.map((n) => `${n.name} v${upgradeVersion}`));
+    phase(`${CLUSTER_NODES.length === 1 ? "the node" : "every node"} on the new version; status.nodes shows it`);
   }, 8 * HOUR);
 });
