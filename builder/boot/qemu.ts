@@ -21,6 +21,8 @@ export interface BootOptions {
   firmware: Firmware;
   timeoutSeconds: number;
   memoryMiB?: number;
+  /** Virtual CPUs (default 2). */
+  cpus?: number;
   /** Virtual size of the disk the guest sees: larger than the image, so first boot grows root. */
   diskSize?: string;
   accel?: Accel;
@@ -115,7 +117,7 @@ function accelArgs(accel: Accel, multiThread = false): string[] {
 }
 
 async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
-  const args = ["-machine", "q35", "-smp", "2", "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot"];
+  const args = ["-machine", "q35", "-smp", String(options.cpus ?? 2), "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot"];
   args.push("-chardev", `file,id=console,path=${consolePath(work)}`, "-serial", "chardev:console");
   if (options.firmware === "uefi") {
     const vars = join(work, "OVMF_VARS.fd");
