@@ -6,7 +6,7 @@
 import yaml from "js-yaml";
 import type { BpaConfig } from "../config/config.js";
 import { RUNNER_SSH_KEY_PATH } from "../jobs/contract.js";
-import { compareVersions } from "../jobs/operation.js";
+import { compareVersions } from "../../common/kubespray-pins.js";
 
 /** The version a cluster gets: the one its spec names, else the newest the appliance serves (else kubespray's default). */
 export function clusterVersion(served: readonly string[] | undefined, requested?: string): string | undefined {

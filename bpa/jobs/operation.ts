@@ -72,8 +72,6 @@ export function parseVersion(v: string): [number, number, number] {
   return [a ?? 0, b ?? 0, c ?? 0];
 }
 
-export { compareVersions };
-
 export function nextOperation(input: NextOperationInput): NextOperation {
   const { cluster, wanted } = input;
   if (!cluster) {
