@@ -24,6 +24,8 @@ import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
 import { buildOsImages } from "./images/os.js";
 import { readOsImage } from "./stages/os-image.js";
+import { readMetal3Manifests } from "./metal3/manifests.js";
+import { metal3Stage } from "./stages/metal3.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -118,6 +120,12 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   for (const os of osImages) {
     layers.push(os.image!);
     contentStages.push(os.rootfs, os.image!);
+  }
+  if (definition.kubernetes.enabled) {
+    // Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
+    const metal3 = await runStage(metal3Stage, { manifests: await readMetal3Manifests(request.lockPath) }, cache);
+    layers.push(metal3);
+    contentStages.push(metal3);
   }
   const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
   const epoch = sourceDateEpoch(lock.debian);

@@ -12,7 +12,6 @@ import { writeFile } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
-import { readFile } from "node:fs/promises";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import type { RoleRequirement } from "../bpa/api/spec.js";
 import type { BareMetalHost } from "../bpa/api/types.js";
@@ -26,6 +25,7 @@ import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
 import { bmh } from "../test/fixtures/bpa/hosts.js";
 import { prng } from "../test/fixtures/prng.js";
 import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
+import { applianceCrdTexts } from "../test/helpers/crds.js";
 
 const { values } = parseArgs({
   options: {
@@ -110,8 +110,8 @@ function benchAssignment(hostCount: number, roleCount: number, runs: number) {
 
 async function applyCrds(kc: KubeConfig): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
-  for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
-    const body = loadYaml<V1CustomResourceDefinition>(await readFile(new URL(`../${file}`, import.meta.url), "utf8"));
+  for (const text of await applianceCrdTexts()) {
+    const body = loadYaml<V1CustomResourceDefinition>(text);
     await api.createCustomResourceDefinition({ body });
     for (;;) {
       const crd = await api.readCustomResourceDefinition({ name: body.metadata!.name! });

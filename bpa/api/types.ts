@@ -1,6 +1,7 @@
 /**
  * TypeScript shapes of the objects the operator reads and writes. They mirror the CRDs
- * in manifests/crds/ (provisioning.yaml, baremetalhost.yaml); the API server is the
+ * (manifests/crds/provisioning.yaml, and Metal3's BareMetalHost CRD, which the build takes
+ * from the pinned baremetal-operator); the API server is the
  * validator of record, and bpa/api/spec.ts validates what the schema leaves open.
  */
 import type { V1ObjectMeta } from "@kubernetes/client-node";

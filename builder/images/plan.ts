@@ -10,8 +10,7 @@ import { execa } from "execa";
 import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
 import { log } from "../log.js";
-import { readWrapper } from "../sources/gomod.js";
-import { artifactPaths, loadArtifacts, type EnsureOptions } from "../sources/index.js";
+import { artifactPaths, pinnedModuleDir, type EnsureOptions } from "../sources/index.js";
 import { ensurePythonTree } from "../sources/pypi.js";
 import type { LayerFile } from "../oci/layer.js";
 import type { ImageConfig } from "../oci/layout.js";
@@ -205,12 +204,6 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
 async function compileSource(source: string, recipe: Recipe, ref: string, lockPath?: string): Promise<string> {
   if (source.startsWith("recipe:")) return join(recipe.dir, source.slice("recipe:".length));
   const [, entryName, path] = /^module:([^:]+):(.+)$/.exec(source)!;
-  const loaded = await loadArtifacts(lockPath);
-  const entry = loaded.artifacts[entryName!];
-  if (!entry || entry.source !== "gomod") throw new UserError(`${ref}: compile source '${source}' names no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
-  const wrapper = await readWrapper(entryName!, entry, loaded.baseDir);
-  const { runGo } = await import("../sources/go.js");
-  const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what: ref })) as { Dir?: string; Error?: string };
-  if (!info.Dir) throw new UserError(`${ref}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
-  return join(info.Dir, path!);
+  const module = await pinnedModuleDir(entryName!, `${ref}: compile source '${source}'`, lockPath);
+  return join(module.dir, path!);
 }

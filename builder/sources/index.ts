@@ -5,7 +5,8 @@ import { ContentStore } from "../cache.js";
 import { UserError } from "../errors.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
-import { ensureGoModBinary, type ArtifactResult, type SourceContext } from "./gomod.js";
+import { ensureGoModBinary, readWrapper, type ArtifactResult, type SourceContext } from "./gomod.js";
+import { runGo } from "./go.js";
 import { Artifacts, targetsOf, type ArtifactTarget, type Profile } from "./schema.js";
 import { ensureGoSrcBinary } from "./gosrc.js";
 import { ensureUrlFile, type DownloadOptions } from "./url.js";
@@ -139,4 +140,15 @@ export async function artifactPaths<N extends string>(names: N[], opts: Omit<Ens
     paths[name] = result.path;
   }
   return paths;
+}
+
+/** A pinned Go module's source tree (module cache), downloaded through its wrapper so that go.sum verifies it. */
+export async function pinnedModuleDir(entryName: string, what: string, lockPath?: string): Promise<{ dir: string; module: string; version: string; goSum: string }> {
+  const loaded = await loadArtifacts(lockPath);
+  const entry = loaded.artifacts[entryName];
+  if (!entry || entry.source !== "gomod") throw new UserError(`${what}: '${entryName}' is no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
+  const wrapper = await readWrapper(entryName, entry, loaded.baseDir);
+  const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what })) as { Dir?: string; Error?: string };
+  if (!info.Dir) throw new UserError(`${what}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
+  return { dir: info.Dir, module: entry.module, version: entry.version, goSum: entry.goSum };
 }

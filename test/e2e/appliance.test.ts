@@ -12,6 +12,7 @@
  * ready, the Secret's file deleted from the disk, nothing applied again at the next boot.
  */
 import { createHash, randomBytes, X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,7 +33,9 @@ import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 60 * 60; // kubeadm init under TCG takes many minutes
-const READY = /ICN-BOOTSTRAP-READY host=(\S+) .* kubernetes=(v[\d.]+) bpa=available/;
+const READY = /ICN-BOOTSTRAP-READY host=(\S+) .* kubernetes=(v[\d.]+) bpa=available metal3=available/;
+const SEEDED = yaml.load(readFileSync(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
+const pinned = (ref: string) => SEEDED.images.find((i) => i.ref === ref)!.digest!;
 
 let work: string;
 let image: string;
@@ -148,11 +151,29 @@ describe("the appliance", () => {
     );
     console.log(`site-a-cluster conditions: ${JSON.stringify(siteProvisioning.status?.conditions?.map((x) => `${x.type}=${x.status} ${x.reason}: ${x.message}`))}`);
 
-    // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small.
+    // Metal3's baremetal-operator runs from the seeded registry and reconciles the site's host (its finalizer).
+    const bmo = (await c.core.listNamespacedPod({ namespace: "baremetal-operator-system", labelSelector: "app.kubernetes.io/name=baremetal-operator" })).items;
+    expect(bmo.map((p) => p.status?.phase)).toEqual(["Running"]);
+    const bmoImage = bmo[0]!.status!.containerStatuses![0]!;
+    expect(bmoImage.image).toBe("quay.io/metal3-io/baremetal-operator:v0.13.2");
+    expect(bmoImage.imageID).toContain(pinned("quay.io/metal3-io/baremetal-operator:v0.13.2"));
+    expect((await ssh(sshPort, "kubectl --kubeconfig /etc/kubernetes/admin.conf get bmh -A")).stdout).toMatch(/site-a\s+node-1/);
+    await waitFor(
+      "baremetal-operator's finalizer on the site's BareMetalHost",
+      async () => {
+        const host = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" })) as { metadata: { finalizers?: string[] } };
+        return host.metadata.finalizers?.includes("baremetalhost.metal3.io") || undefined;
+      },
+      10 * 60_000,
+      5000,
+    );
+
+    // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small. They
+    // stand in for hosts Metal3 inspected: paused, so the real operator keeps their status as written.
     const namespace = "default";
-    await createHost(c, namespace, bmh({ name: "node-a", cpu: 12, ram: 8192, ip: "192.168.50.11" }));
-    await createHost(c, namespace, bmh({ name: "node-b", cpu: 24, ram: 16384, ip: "192.168.50.12" }));
-    await createHost(c, namespace, bmh({ name: "node-c", cpu: 4, ram: 4096, ip: "192.168.50.13" }));
+    await createHost(c, namespace, bmh({ name: "node-a", cpu: 12, ram: 8192, ip: "192.168.50.11", paused: true }));
+    await createHost(c, namespace, bmh({ name: "node-b", cpu: 24, ram: 16384, ip: "192.168.50.12", paused: true }));
+    await createHost(c, namespace, bmh({ name: "node-c", cpu: 4, ram: 4096, ip: "192.168.50.13", paused: true }));
     const sample = yaml.load(await readFile(join(REPO, "bpa/samples/provisioning.yaml"), "utf8")) as Record<string, unknown>;
     await createProvisioning(c, namespace, sample);
 

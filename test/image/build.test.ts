@@ -113,6 +113,12 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/provisioning.yaml")).toMatchObject({ type: "regular" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/bpa/deployment.yaml")).toMatchObject({ type: "regular" });
+    // Metal3: its own CRDs and the operator's ClusterRole from the pinned baremetal-operator module, the project's Deployment.
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/crds/metal3.io_baremetalhosts.yaml")).toMatch(/name: baremetalhosts\.metal3\.io[\s\S]*hardwareProfile/);
+    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/metal3.io_hardwaredata.yaml")).toMatchObject({ type: "regular" });
+    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/baremetalhost.yaml")).toBeUndefined(); // the look-alike is gone
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(/name: metal3-baremetal-operator[\s\S]*baremetalhosts/);
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(/image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/);
     // What the appliance serves to kubespray, for the BPA: the build's pins as a ConfigMap applied at first boot.
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml")).toMatch(/name: bpa-kubespray-pins[\s\S]*kubeadm_checksums:/);
   });
@@ -128,7 +134,7 @@ describe("icn-bootstrap build with the default definition", () => {
 
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
-    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "images", "registry", "os-rootfs", "os-image", "overlays", "disk", "image", "qcow2"]);
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "images", "registry", "os-rootfs", "os-image", "metal3", "overlays", "disk", "image", "qcow2"]);
     const lock = await loadLock(join(REPO, "appliance.lock.yaml"));
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
     expect(systemd.version).toBe(lock.debian.packages.systemd!.version);

@@ -1,7 +1,7 @@
 /**
- * The CRDs of manifests/crds as the API server serves them: the BareMetalHost CRD takes
- * objects shaped like Metal3's and keeps what it does not type; the Provisioning CRD's
- * status is a subresource.
+ * The CRDs the appliance applies, as the API server serves them: Metal3's own BareMetalHost
+ * CRD (from the pinned baremetal-operator module) takes hosts as the BPA's fixtures write
+ * them; the Provisioning CRD's status is a subresource.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { BMH_PLURAL, METAL3_GROUP, METAL3_VERSION } from "../../../bpa/api/constants.js";
@@ -21,7 +21,7 @@ beforeAll(async () => {
 const bmhApi = { group: METAL3_GROUP, version: METAL3_VERSION, plural: BMH_PLURAL };
 
 describe("BareMetalHost CRD", () => {
-  it("takes a host as Metal3 writes it and keeps the fields it does not type", async () => {
+  it("takes a host as Metal3 writes it, with the fields the BPA reads", async () => {
     const host = bmh({ name: "metal3-shaped", cpu: 32, ram: 65536, nicModel: "0x8086 0x1572" });
     host.spec = {
       ...host.spec,

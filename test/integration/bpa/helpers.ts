@@ -23,6 +23,7 @@ import { Operator } from "../../../bpa/operator.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 import { testPins } from "../../fixtures/bpa/pins.js";
+import { applianceCrdTexts } from "../../helpers/crds.js";
 
 export const repo = new URL("../../../", import.meta.url);
 
@@ -52,11 +53,11 @@ export async function loadKubeYaml<T>(relative: string): Promise<T[]> {
   return loadAllYaml(text).filter(Boolean) as T[];
 }
 
-/** Creates (or updates) the CRDs from manifests/crds and waits until they are Established. */
+/** Creates (or updates) the appliance's CRDs (the Provisioning CRD, Metal3's) and waits until they are Established. */
 export async function applyCrds(kc: KubeConfig): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
-  for (const file of ["manifests/crds/provisioning.yaml", "manifests/crds/baremetalhost.yaml"]) {
-    for (const body of await loadKubeYaml<V1CustomResourceDefinition>(file)) {
+  for (const text of await applianceCrdTexts()) {
+    for (const body of loadAllYaml(text).filter(Boolean) as V1CustomResourceDefinition[]) {
       const name = body.metadata!.name!;
       try {
         await api.createCustomResourceDefinition({ body });
