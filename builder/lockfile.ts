@@ -112,12 +112,13 @@ export async function saveLock(path: string, lock: LockFile): Promise<void> {
 }
 
 /** Every pinned Debian file of the lock (root filesystem and the images' sets), by set. */
-export type DebianSetName = "rootfs" | "base" | "toolchain" | `os:${string}`;
+export type DebianSetName = "rootfs" | "base" | "toolchain" | `os:${string}` | `own:${string}`;
 
 export function debianSets(lock: LockFile): { name: DebianSetName; packages: Record<string, z.infer<typeof PinnedPackage>> }[] {
   return [
     { name: "rootfs", packages: lock.debian.packages },
     ...(lock.images ? [{ name: "base" as const, packages: lock.images.debian.base.packages }, { name: "toolchain" as const, packages: lock.images.debian.toolchain.packages }] : []),
     ...Object.entries(lock.images?.debian.os ?? {}).map(([name, set]) => ({ name: `os:${name}` as const, packages: set.packages })),
+    ...Object.entries(lock.images?.debian.own ?? {}).map(([name, set]) => ({ name: `own:${name}` as const, packages: set.packages })),
   ];
 }

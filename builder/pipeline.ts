@@ -114,7 +114,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   // Stages 3-5: the file server's tree (kubespray + binaries), the container images and the seeded registry.
   const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
   layers.push(content.registry!, content.files);
-  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), content.images!, content.registry!);
+  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), ...Object.values(content.imageRoots), content.images!, content.registry!);
   // The compute nodes' OS images, served by the file server beside kubespray's files.
   const osImages = await buildOsImages({ definition, lock, stagesDir: cache });
   for (const os of osImages) {
@@ -158,7 +158,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     epoch,
     lock,
     rootfsDir: rootfs.dir,
-    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const)],
+    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const), ...Object.keys(content.imageRoots).map((name) => `own:${name}` as const)],
     nodeBinaries,
     plan: content.plan,
     seeded: seeded.images,

@@ -4,12 +4,12 @@ import { parseCommandArgs } from "../args.js";
 import { ensureLockedDebs } from "../debian/fetch.js";
 import { describeMoved, movedPackages } from "../debian/pins.js";
 import type { PinnedPackage } from "../debian/schema.js";
-import { readArchives, resolveImageSets, resolveOsSets, sourcesFor } from "../debian/resolve.js";
+import { readArchives, resolveImageSets, resolveOsSets, resolveOwnSets, sourcesFor } from "../debian/resolve.js";
 import { unpinnedOsImages } from "../images/os.js";
 import { DEFAULT_DEFINITION, loadDefinition, withExtraKubernetes, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
-import { buildContent } from "../images/pipeline.js";
+import { buildContent, listedOwnRoots, unpinnedOwnRoots } from "../images/pipeline.js";
 import { REPO_ROOT } from "../images/plan.js";
 import { loadSeedLists, writeDigests } from "../images/seed.js";
 import { loadLock, loadPreviousLock, lockPathFor, saveLock, type LockFile } from "../lockfile.js";
@@ -25,10 +25,11 @@ export const lockImagesCommand: Command = {
 Re-pins the container images the project builds (images/<name>/recipe.yaml):
 1. resolves the Debian packages of the shared image base (the union of the recipes'
    debian.packages), of the C toolchain (gcc, libc6-dev) and of each OS image of the
-   definition (osImages) against the lock's archives and pins each as a file
+   definition (osImages) and of each image with a Debian root of its own (recipe
+   base: own-debian) against the lock's archives and pins each as a file
    (images.debian), printing what moved (old -> new);
-   --keep-packages keeps the pinned ones (an OS image whose set is not pinned as
-   its recipe asks is still resolved);
+   --keep-packages keeps the pinned ones (an OS image or an own root whose set is
+   not pinned as its recipe asks is still resolved);
 2. builds every image of the definition's lists (registry-seed/*.yaml) and writes each
    built image's manifest digest into its list (digest: sha256:...). Layers are cached
    by their inputs: only images whose inputs changed are rebuilt.
@@ -52,17 +53,19 @@ pins its binaries). Repeatable.
       const previous = await loadPreviousLock(lockPath);
       const resolution = await readArchives(sourcesFor(definition, previous, {}));
       const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
-      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {}, os: osPackagesOf(lock.images) }, images);
+      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {}, os: osPackagesOf(lock.images), own: ownPackagesOf(lock.images) }, images);
       lock = { ...lock, images };
       await saveLock(lockPath, lock);
     } else {
-      // --keep-packages keeps what is pinned; an OS image whose set is not pinned (as it is asked for) is resolved.
+      // --keep-packages keeps what is pinned; an OS image or an image's own root whose set is not pinned (as it is asked for) is resolved.
       const unpinned = await unpinnedOsImages(definition.osImages, lock);
-      if (unpinned.length > 0) {
+      const unpinnedRoots = unpinnedOwnRoots(await listedOwnRoots(definition), lock);
+      if (unpinned.length > 0 || unpinnedRoots.length > 0) {
         const resolution = await readArchives(sourcesFor(definition, await loadPreviousLock(lockPath), {}));
-        const os = { ...(lock.images.debian.os ?? {}), ...(await resolveOsSets(definition, unpinned, lock, resolution, stagesDir())) };
-        const images = { ...lock.images, debian: { ...lock.images.debian, os } };
-        printImageMoves({ base: lock.images.debian.base.packages, toolchain: lock.images.debian.toolchain.packages, os: osPackagesOf(lock.images) }, images);
+        const os = { ...(lock.images.debian.os ?? {}), ...(unpinned.length ? await resolveOsSets(definition, unpinned, lock, resolution, stagesDir()) : {}) };
+        const own = { ...(lock.images.debian.own ?? {}), ...(unpinnedRoots.length ? await resolveOwnSets(unpinnedRoots, lock, resolution, stagesDir()) : {}) };
+        const images = { ...lock.images, debian: { ...lock.images.debian, ...(Object.keys(os).length ? { os } : {}), ...(Object.keys(own).length ? { own } : {}) } };
+        printImageMoves({ base: lock.images.debian.base.packages, toolchain: lock.images.debian.toolchain.packages, os: osPackagesOf(lock.images), own: ownPackagesOf(lock.images) }, images);
         lock = { ...lock, images };
         await saveLock(lockPath, lock);
       }
@@ -79,12 +82,18 @@ export function osPackagesOf(images: LockFile["images"]): Record<string, PinnedB
   return Object.fromEntries(Object.entries(images?.debian.os ?? {}).map(([name, set]) => [name, set.packages]));
 }
 
+/** The images' own roots' pinned sets, by recipe name. */
+export function ownPackagesOf(images: LockFile["images"]): Record<string, PinnedBefore> {
+  return Object.fromEntries(Object.entries(images?.debian.own ?? {}).map(([name, set]) => [name, set.packages]));
+}
+
 /** Prints what moved in the images' sets (old -> new); true when anything did. */
-export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore> }, images: NonNullable<LockFile["images"]>): boolean {
+export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore>; own?: Record<string, PinnedBefore> }, images: NonNullable<LockFile["images"]>): boolean {
   const sets: [string, PinnedBefore, Record<string, PinnedPackage>][] = [
     ["base", before.base, images.debian.base.packages],
     ["toolchain", before.toolchain, images.debian.toolchain.packages],
     ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [`os.${name}`, before.os?.[name] ?? {}, set.packages]),
+    ...Object.entries(images.debian.own ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [`own.${name}`, before.own?.[name] ?? {}, set.packages]),
   ];
   let any = false;
   for (const [name, old, now] of sets) {

@@ -7,13 +7,13 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { sha256Text } from "../cache.js";
 import type { ApplianceDefinition } from "../definition.js";
-import { buildContent } from "../images/pipeline.js";
+import { buildContent, debianSource } from "../images/pipeline.js";
 import { buildOsImages, loadOsRecipe, requestedOsPackages } from "../images/os.js";
 import { TOOLCHAIN_PACKAGES, type ImagesLock } from "../images/lock.js";
 import type { LockFile, PreviousLock } from "../lockfile.js";
 import { log } from "../log.js";
 import { runStage } from "../stage.js";
-import { PACKAGES_JSON as IMAGE_PACKAGES_JSON } from "../stages/image-debian.js";
+import { imageRootStage, PACKAGES_JSON as IMAGE_PACKAGES_JSON } from "../stages/image-debian.js";
 import { PACKAGES_JSON, requestedPackages, rootfsStage } from "../stages/rootfs.js";
 import { readIndexes, type SuiteIndex } from "./index.js";
 import { pinInstalled } from "./pins.js";
@@ -78,8 +78,25 @@ export async function resolveImageSets(definition: ApplianceDefinition, lock: Lo
       base: { requested: content.plan.basePackages, packages: pinInstalled(await read(content.imageBase?.dir), indexes) },
       toolchain: { requested: TOOLCHAIN_PACKAGES, packages: pinInstalled(await read(content.imageCompile?.dir), indexes) },
       ...(Object.keys(os).length > 0 ? { os } : {}),
+      ...(content.plan.ownRoots.length > 0
+        ? { own: Object.fromEntries(await Promise.all(content.plan.ownRoots.map(async (root) => [root.name, { requested: root.packages, packages: pinInstalled(await read(content.imageRoots[root.name]?.dir), indexes) }] as const))) }
+        : {}),
     },
   };
+}
+
+/** The named own roots (recipes with base: own-debian), newest versions, pinned as files. */
+export async function resolveOwnSets(roots: { name: string; packages: string[] }[], lock: LockFile, { sources, indexes }: Resolution, stagesDir: string): Promise<Record<string, ImagesLock["debian"]["base"]>> {
+  const state = sha256Text(JSON.stringify(sources));
+  const debian = debianSource({ debian: { ...lock.debian, ...sources } });
+  const own: Record<string, ImagesLock["debian"]["base"]> = {};
+  for (const root of roots) {
+    log("lock", `resolving the Debian root of image ${root.name}: ${root.packages.join(", ")}`);
+    const result = await runStage(imageRootStage, { debian, set: { requested: root.packages, packages: {} }, resolve: state, recipe: root.name }, stagesDir);
+    const installed: Record<string, string> = JSON.parse(await readFile(join(result.dir, IMAGE_PACKAGES_JSON), "utf8"));
+    own[root.name] = { requested: root.packages, packages: pinInstalled(installed, indexes) };
+  }
+  return own;
 }
 
 /** The named OS images' Debian sets, newest versions, pinned as files. */

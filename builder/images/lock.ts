@@ -9,6 +9,8 @@ import { PinnedSet } from "../debian/schema.js";
  * - `toolchain`: gcc and libc for static C programs (the pause container) and the C part
  *   of Go programs that need cgo (libseccomp for runc, pkg-config to find it).
  * - `os.<recipe>`: the root of an OS image (the compute nodes' disk image, recipe `os:`).
+ * - `own.<recipe>`: the Debian root of a container image with `base: own-debian`: one layer
+ *   of its own instead of the shared base (a set too big to put into every image).
  */
 export const PackageSet = PinnedSet;
 export type PackageSet = z.infer<typeof PackageSet>;
@@ -21,6 +23,8 @@ export const ImagesLock = z
         toolchain: PackageSet,
         /** Each OS image recipe's own set (a bootable root, not a container layer), by recipe name. */
         os: z.record(z.string(), PackageSet).optional(),
+        /** Each `base: own-debian` recipe's own root, by recipe name. */
+        own: z.record(z.string(), PackageSet).optional(),
       })
       .strict(),
   })

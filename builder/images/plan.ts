@@ -39,7 +39,7 @@ export interface PlannedImage {
   recipe?: {
     name: string;
     recipeSha256: string;
-    base: "debian" | "scratch";
+    base: "debian" | "own-debian" | "scratch";
     packages: string[];
     files: PlannedFile[];
     /** `compiled:<name>` copies, resolved by the images stage from the image-compile stage. */
@@ -54,6 +54,8 @@ export interface ImagesPlan {
   images: PlannedImage[];
   /** Union of the Debian packages of recipes with a Debian base. */
   basePackages: string[];
+  /** Recipes with a Debian root of their own (base: own-debian) and its packages. */
+  ownRoots: { name: string; packages: string[] }[];
   programs: CompileProgram[];
 }
 
@@ -102,6 +104,7 @@ async function runRecipeBuild(recipe: Recipe, ref: string): Promise<void> {
 export async function planImages(selected: SelectedImage[], opts: PlanOptions = {}): Promise<ImagesPlan> {
   const images: PlannedImage[] = [];
   const basePackages = new Set<string>();
+  const ownRoots: ImagesPlan["ownRoots"] = [];
   const programs = new Map<string, CompileProgram>();
   for (const image of selected) {
     const planned: PlannedImage = {
@@ -119,6 +122,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
       await runRecipeBuild(recipe, image.ref);
       const base = recipeBase(recipe);
       if (base === "debian") recipe.debian.packages.forEach((p) => basePackages.add(p));
+      if (base === "own-debian" && !ownRoots.some((r) => r.name === recipe.name)) ownRoots.push({ name: recipe.name, packages: [...recipe.debian.packages].sort() });
       const files: PlannedFile[] = [];
       const compiled: { name: string; to: string; mode?: number }[] = [];
       for (const c of recipe.compile) {
@@ -176,7 +180,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
       let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
         const { requirements, version } = recipe.python;
-        if (base !== "debian") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
+        if (base === "scratch") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
         const tree = await ensurePythonTree(join(recipe.dir, requirements), version, image.ref, (message) => log("images", `${recipe.name}: ${message}`));
         // The tree is a pure function of the hash-pinned requirements: its cache key stands for its content.
         const key = tree.dir.split("/").pop()!;
@@ -197,7 +201,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
     }
     images.push(planned);
   }
-  return { images, basePackages: [...basePackages].sort(), programs: [...programs.values()].sort((a, b) => a.name.localeCompare(b.name)) };
+  return { images, basePackages: [...basePackages].sort(), ownRoots, programs: [...programs.values()].sort((a, b) => a.name.localeCompare(b.name)) };
 }
 
 /** `module:<entry>:<path>`: a file of a pinned Go module (verified by the committed go.sum); `recipe:<file>`. */

@@ -5,6 +5,9 @@
  *   name: bpa
  *   base: debian                       # or scratch (default: debian when debian.packages is given)
  *   debian: { packages: [nodejs] }     # must be in the shared image base (lock file: images.debian.base)
+ *                                      # base: own-debian: the packages are this image's own Debian root
+ *                                      #   (lock file images.debian.own.<name>), not added to the shared
+ *                                      #   base every other image carries (for big sets such as Ironic's)
  *   build: ["npm", "run", "build:bpa"] # run on the build host, from the repository root, first
  *   copy:
  *     - { from: out/bpa/bpa.mjs, to: /opt/bpa/bpa.mjs }         # a path relative to the repository
@@ -60,7 +63,7 @@ const Compile = z
 export const Recipe = z
   .object({
     name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/),
-    base: z.enum(["debian", "scratch"]).optional(),
+    base: z.enum(["debian", "own-debian", "scratch"]).optional(),
     debian: z.object({ packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/)).default([]) }).strict().default({}),
     build: z.array(z.string()).min(1).optional(),
     compile: z.array(Compile).default([]),
@@ -88,7 +91,7 @@ export const Recipe = z
   .strict();
 export type Recipe = z.infer<typeof Recipe> & { dir: string; file: string; text: string };
 
-export function recipeBase(recipe: Recipe): "debian" | "scratch" {
+export function recipeBase(recipe: Recipe): "debian" | "own-debian" | "scratch" {
   return recipe.base ?? (recipe.debian.packages.length > 0 ? "debian" : "scratch");
 }
 

@@ -80,7 +80,7 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
     opts.seeded.map(async (s) => {
       const planned = opts.plan.images.find((i) => i.ref === s.ref);
       const npmPackages = await bundledNpmPackages(planned?.recipe?.files ?? []);
-      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, debianBase: planned?.recipe?.base === "debian", binaries: imageBinaries.get(s.ref) ?? [], npmPackages, pythonPackages: planned?.recipe?.pythonPackages ?? [] };
+      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, ...debianSetOf(planned), binaries: imageBinaries.get(s.ref) ?? [], npmPackages, pythonPackages: planned?.recipe?.pythonPackages ?? [] };
     }),
   );
   return { name: opts.name, epoch: opts.epoch, debianVersion, debian, goBinaries, containerImages, files, images: opts.images, tools: await hostToolVersions() };
@@ -100,4 +100,10 @@ async function hostToolVersions(): Promise<{ name: string; version: string }[]> 
     const [name, version] = line.split(" ");
     return { name: name!, version: version! };
   }).filter((t) => t.version);
+}
+
+function debianSetOf(planned: ImagesPlan["images"][number] | undefined): { debianSet?: string } {
+  if (planned?.recipe?.base === "debian") return { debianSet: "base" };
+  if (planned?.recipe?.base === "own-debian") return { debianSet: `own:${planned.recipe.name}` };
+  return {};
 }

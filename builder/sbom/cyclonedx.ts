@@ -19,7 +19,7 @@ export const SBOM_SPEC = Spec.Spec1dot6;
 
 export interface SbomDebianPackage {
   /** rootfs: the appliance's root; base: the container images' shared base layer; toolchain: used to compile, not shipped; os:<name>: a compute nodes' OS image. */
-  set: "rootfs" | "base" | "toolchain" | `os:${string}`;
+  set: "rootfs" | "base" | "toolchain" | `os:${string}` | `own:${string}`;
   name: string;
   version: string;
   architecture: string;
@@ -40,7 +40,8 @@ export interface SbomContainerImage {
   tags: string[];
   digest: string;
   source: string;
-  debianBase: boolean;
+  /** The Debian set its root is ("base", shared; "own:<recipe>"), if it has Debian packages. */
+  debianSet?: string;
   /** sha256 of the Go binaries it contains. */
   binaries: string[];
   /** npm packages bundled into a program of the image. */
@@ -188,7 +189,7 @@ export function buildBom(input: SbomInput): Models.Bom {
       const binary = binaries.get(sha);
       if (binary) component.dependencies.add(binary.bomRef);
     }
-    if (image.debianBase) for (const [key, deb] of debs) if (key.startsWith("base:")) component.dependencies.add(deb.bomRef);
+    if (image.debianSet) for (const [key, deb] of debs) if (key.startsWith(`${image.debianSet}:`)) component.dependencies.add(deb.bomRef);
     for (const pkg of image.npmPackages) component.dependencies.add(npmComponent(pkg).bomRef);
     for (const pkg of image.pythonPackages ?? []) component.dependencies.add(pypiComponent(pkg).bomRef);
   }

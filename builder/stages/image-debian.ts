@@ -3,6 +3,7 @@
  * package versions (lock file `images.debian`):
  * - `image-base`: one minbase root with the union of the recipes' packages, as a tar
  *   whose files are turned into ONE shared layer (see stages/images.ts);
+ * - `image-root`: the same for one recipe with `base: own-debian` (its own root and layer);
  * - `image-compile`: static C programs (the pause container) compiled with the pinned
  *   gcc inside a throwaway root, so their bytes do not depend on the build host;
  * - `cgo-toolchain`: the same pinned toolchain kept as a directory, the C compiler of Go
@@ -73,7 +74,7 @@ export function checkPinned(installed: Record<string, string>, set: PackageSet, 
 }
 
 /** A minbase root with a pinned set as a tar (run.out/<file>), checked against the pins; its packages in PACKAGES_JSON. */
-async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: "base" | "toolchain", file: string): Promise<string> {
+async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: string, file: string): Promise<string> {
   const tar = join(run.out, file);
   run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
   await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, what));
@@ -92,6 +93,20 @@ export const imageBaseStage: Stage<ImageBaseDeps> = {
   inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
   async build(run, deps) {
     await pinnedRootTar(run, deps, "base", BASE_TAR);
+  },
+};
+
+export interface ImageRootDeps extends ImageBaseDeps {
+  /** The recipe whose own root this is (lock file images.debian.own.<recipe>). */
+  recipe: string;
+}
+
+export const imageRootStage: Stage<ImageRootDeps> = {
+  name: "image-root",
+  sources: [import.meta.filename, MMDEBSTRAP_MODULE],
+  inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
+  async build(run, deps) {
+    await pinnedRootTar(run, deps, `own.${deps.recipe}`, BASE_TAR);
   },
 };
 

@@ -4,7 +4,8 @@
  * (reference -> digest, layers, where it came from).
  *
  * Built images (default profile): a shared Debian base layer (from the image-base
- * stage) where the recipe has Debian packages, then one layer with the recipe's files.
+ * stage) where the recipe has Debian packages, or its own Debian root (image-root stage,
+ * `base: own-debian`), then one layer with the recipe's files.
  * Pulled images (upstream profile): `skopeo copy --preserve-digests docker://ref@digest`.
  * Either way the manifest digest must equal the one the list pins.
  */
@@ -25,6 +26,8 @@ export const IMAGES_JSON = "images.json";
 export interface ImagesDeps {
   plan: ImagesPlan;
   base?: StageResult;
+  /** Own Debian roots (base: own-debian), by recipe name. */
+  roots?: Record<string, StageResult>;
   compiled?: StageResult;
   /** lock-images: record the digests instead of checking them. */
   record?: boolean;
@@ -46,13 +49,14 @@ export const layoutName = (image: { repository: string; tag: string }) => `${ima
 export const imagesStage: Stage<ImagesDeps> = {
   name: "images",
   sources: [import.meta.filename, join(import.meta.dirname, "../oci/tar.ts"), join(import.meta.dirname, "../oci/layer.ts"), join(import.meta.dirname, "../oci/layout.ts")],
-  inputs: ({ plan, base, compiled, record }) => ({
+  inputs: ({ plan, base, roots, compiled, record }) => ({
     images: plan.images.map(({ list: _list, ...image }) => ({ ...image, recipe: image.recipe && { ...image.recipe, files: image.recipe.files.map(({ from: _from, ...f }) => f) } })),
     base: base?.key,
+    roots: Object.fromEntries(Object.entries(roots ?? {}).map(([name, r]) => [name, r.key])),
     compiled: compiled?.key,
     record: Boolean(record),
   }),
-  async build(run, { plan, base, compiled, record }) {
+  async build(run, { plan, base, roots, compiled, record }) {
     const store = new ContentStore();
     const layout = new OciLayout(join(run.out, OCI_DIR), store);
     const built: BuiltImage[] = [];
@@ -90,7 +94,8 @@ export const imagesStage: Stage<ImagesDeps> = {
       ];
       const key = JSON.stringify({ v: 1, files: recipe.files.map(({ to, mode, sha256 }) => ({ to, mode, sha256 })), compiled: recipe.compiled, compiledKey: recipe.compiled.length ? compiled?.key : undefined });
       const layer = await cachedLayer(key, recipe.name, () => fileEntries(files), store);
-      const layers = [...(recipe.base === "debian" ? [baseLayer!] : []), layer];
+      const debianLayer = recipe.base === "debian" ? baseLayer! : recipe.base === "own-debian" ? await ownRootLayer(recipe.name, roots?.[recipe.name], store, run.log) : undefined;
+      const layers = [...(debianLayer ? [debianLayer] : []), layer];
       const descriptor = await layout.addImage(layoutName(image), layers, {
         ...recipe.config,
         labels: { "org.opencontainers.image.ref.name": image.ref, "org.opencontainers.image.source": "icn-bootstrap images/" + recipe.name },
@@ -119,4 +124,12 @@ export const imagesStage: Stage<ImagesDeps> = {
 function pick(image: PlannedImage) {
   // No list path: the stage's inputs leave it out so checkouts share the output, so the output must not name one.
   return { ref: image.ref, repository: image.repository, tag: image.tag, tags: image.tags, source: image.source };
+}
+
+/** The layer of a recipe's own Debian root (image-root stage), cached by that stage's key. */
+async function ownRootLayer(name: string, root: StageResult | undefined, store: ContentStore, log: (message: string) => void): Promise<LayerInfo> {
+  if (!root) throw new Error(`${name} has base: own-debian, but its image-root stage did not run`);
+  const layer = await cachedLayer(`debian-root:${root.key}`, `${name} debian root`, async () => normalizeEntries(await indexTar(join(root.dir, BASE_TAR))), store);
+  log(`${name}: own debian root layer ${layer.digest.slice(7, 19)} (${(layer.size / 1024 / 1024).toFixed(1)} MiB)${layer.reused ? ", reused" : ""}`);
+  return layer;
 }

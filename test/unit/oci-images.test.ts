@@ -163,6 +163,35 @@ describe("image lists and recipes: bad input names the entry", () => {
     expect(JSON.parse(await readFile(join(ok.dir, "images.json"), "utf8"))[0].digest).toBe(built[0].digest);
   });
 
+  it("gives a base: own-debian recipe its own root as its Debian layer, kept out of the shared base", async () => {
+    const images = join(dir, "images");
+    await mkdir(join(images, "big"), { recursive: true });
+    await mkdir(join(images, "small"), { recursive: true });
+    await writeFile(join(images, "big/recipe.yaml"), "name: big\nbase: own-debian\ndebian: { packages: [python3-ironic, ipmitool] }\ncopy:\n  - { from: 'recipe:start', to: /start }\nentrypoint: [/start]\n");
+    await writeFile(join(images, "big/start"), "#!/bin/sh\n");
+    await writeFile(join(images, "small/recipe.yaml"), "name: small\ndebian: { packages: [ca-certificates] }\nentrypoint: [/bin/true]\n");
+    const path = await list("own.yaml", "images:\n  - ref: example.org/icn/big:1\n    recipe: big\n  - ref: example.org/icn/small:1\n    recipe: small\n");
+    const selection = selectImages(await loadSeedLists([path]), { profile: "default", kubespray: false, allowUnpinned: true });
+    const plan = await planImages(selection.images, { imagesDir: images });
+    expect(plan.basePackages).toEqual(["ca-certificates"]);
+    expect(plan.ownRoots).toEqual([{ name: "big", packages: ["ipmitool", "python3-ironic"] }]);
+    // Stand-ins for the image-base and image-root stages' tars (mmdebstrap roots in a build).
+    const rootStage = async (name: string, file: string) => {
+      const out = join(dir, "fake-stages", name);
+      await mkdir(out, { recursive: true });
+      await writeFile(join(out, "base.tar"), await tarBytes([{ path: file, type: "file", mode: 0o644, uid: 0, gid: 0, size: 3, data: { file: join(images, "big/start") } }]));
+      return { name, key: name, dir: out, reused: false, seconds: 0, bytes: 0 };
+    };
+    const built = await runStage(imagesStage, { plan, base: await rootStage("shared", "shared.txt"), roots: { big: await rootStage("big-root", "ironic.txt") }, record: true }, join(dir, "stages"));
+    const layers = JSON.parse(await readFile(join(built.dir, "images.json"), "utf8")) as { ref: string; layers: { digest: string }[] }[];
+    const big = layers.find((i) => i.ref === "example.org/icn/big:1")!;
+    const small = layers.find((i) => i.ref === "example.org/icn/small:1")!;
+    expect(big.layers).toHaveLength(2);
+    expect(small.layers).toHaveLength(2);
+    expect(big.layers[0]!.digest).not.toBe(small.layers[0]!.digest); // its own root, not the shared base
+    await expect(runStage(imagesStage, { plan, base: await rootStage("shared", "shared.txt") }, join(dir, "stages2"))).rejects.toThrow(/big has base: own-debian, but its image-root stage did not run/);
+  });
+
   it("refuses an artifacts: entry that names an artifact the recipe does not copy", async () => {
     const images = join(dir, "images");
     await mkdir(join(images, "tool"), { recursive: true });

@@ -29,14 +29,14 @@ function input(): SbomInput {
     ],
     goBinaries: [{ name: "kubectl", sha256: "d".repeat(64), info, locations: ["/usr/local/bin/kubectl", "file server /kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubectl"] }],
     containerImages: [
-      { ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianBase: true, binaries: [], npmPackages: [] },
+      { ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianSet: "base", binaries: [], npmPackages: [] },
       {
         ref: "bootstrap.icn:5000/icn/kubespray-runner:2.31.0",
         repository: "icn/kubespray-runner",
         tags: ["2.31.0"],
         digest: `sha256:${"7".repeat(64)}`,
         source: "recipe",
-        debianBase: true,
+        debianSet: "base",
         binaries: [],
         npmPackages: [],
         pythonPackages: [{ name: "ansible-core", version: "2.18.19" }, { name: "jmespath", version: "1.1.0" }],
@@ -47,7 +47,7 @@ function input(): SbomInput {
         tags: ["0.1.0", "latest"],
         digest: `sha256:${"9".repeat(64)}`,
         source: "recipe",
-        debianBase: true,
+        debianSet: "base",
         binaries: [],
         npmPackages: [
           { name: "@kubernetes/client-node", version: "1.4.0", license: "Apache-2.0" },
