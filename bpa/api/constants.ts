@@ -10,6 +10,8 @@ export const METAL3_GROUP = "metal3.io";
 export const METAL3_VERSION = "v1alpha1";
 export const BMH_PLURAL = "baremetalhosts";
 export const BMH_KIND = "BareMetalHost";
+/** Metal3's HardwareData: a host's inspected hardware, same name and namespace as its BareMetalHost. */
+export const HARDWARE_DATA_PLURAL = "hardwaredata";
 
 /** Label on every child object: the name of the Provisioning that owns it. */
 export const LABEL_PROVISIONING = `${BPA_GROUP}/provisioning`;

@@ -187,3 +187,11 @@ export interface BareMetalHost {
     [key: string]: unknown;
   };
 }
+
+/** Metal3's HardwareData (where Metal3 is moving hardware details): spec.hardware as BareMetalHost status.hardware. */
+export interface HardwareData {
+  apiVersion?: string;
+  kind?: string;
+  metadata: V1ObjectMeta;
+  spec?: { hardware?: BmhHardware };
+}

@@ -68,7 +68,7 @@ export function hostFacts(bmh: BareMetalHost): HostFacts {
   let unusable: string | undefined;
   if (bmh.metadata.deletionTimestamp) unusable = "being deleted";
   else if (!USABLE_STATES.has(state)) unusable = `state is ${state ? `"${state}"` : "unknown"}, not provisioned`;
-  else if (!hardware || !cpu || !ramMebibytes) unusable = "no hardware inventory (status.hardware)";
+  else if (!hardware || !cpu || !ramMebibytes) unusable = "no hardware inventory (status.hardware, HardwareData)";
   else if (!address) unusable = "no NIC with an IP address";
   else if (bmh.spec?.consumerRef?.name && bmh.spec.consumerRef.kind !== "Provisioning") {
     unusable = `in use by ${bmh.spec.consumerRef.kind ?? "?"} ${bmh.spec.consumerRef.name}`;

@@ -151,6 +151,11 @@ function explain(
   const blockedNote = blocked.length
     ? `; hosts that fit but cannot be used: ${blocked.slice(0, 5).join(", ")}${blocked.length > 5 ? `, and ${blocked.length - 5} more` : ""}`
     : "";
+  // Hosts that cannot be judged yet (not inspected): they may fit once Metal3 has their details.
+  const uninspected = allHosts.filter((h) => !h.cpu && !claimedBy.has(h.key)).map((h) => h.name);
+  const uninspectedNote = uninspected.length
+    ? `; hosts without hardware details yet (status.hardware, HardwareData): ${uninspected.slice(0, 5).join(", ")}${uninspected.length > 5 ? `, and ${uninspected.length - 5} more` : ""}`
+    : "";
 
   if (perRole[row]!.length === 0) {
     const pool = allHosts.filter((h) => !h.unusable && !claimedBy.has(h.key));
@@ -160,7 +165,7 @@ function explain(
       : "there are no unclaimed provisioned hosts";
     return {
       role,
-      message: `${label} needs ${needs}: no unclaimed provisioned host has it; ${nearNote}${blockedNote}`,
+      message: `${label} needs ${needs}: no unclaimed provisioned host has it; ${nearNote}${blockedNote}${uninspectedNote}`,
     };
   }
 

@@ -6,6 +6,7 @@
 import type { KubernetesListObject, V1ConfigMap, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import {
   BMH_PLURAL,
+  HARDWARE_DATA_PLURAL,
   BPA_GROUP,
   BPA_VERSION,
   LABEL_COMPONENT,
@@ -17,7 +18,8 @@ import {
   PROVISIONING_KIND,
   PROVISIONING_PLURAL,
 } from "../api/constants.js";
-import type { BareMetalHost, Provisioning } from "../api/types.js";
+import type { BareMetalHost, HardwareData, Provisioning } from "../api/types.js";
+import { withHardwareData } from "../assign/hardware-data.js";
 import type { BpaConfig } from "../config/config.js";
 import { COMPONENT } from "../jobs/objects.js";
 import { labelValue } from "../jobs/names.js";
@@ -43,6 +45,7 @@ export class Controller {
   readonly plans = new PlanRegistry();
   private readonly provisionings: ResilientInformer<Provisioning & { apiVersion: string; kind: string }>;
   private readonly hosts: ResilientInformer<BareMetalHost & { apiVersion: string; kind: string }>;
+  private readonly hardwareData: ResilientInformer<HardwareData & { apiVersion: string; kind: string }>;
   private readonly jobs: ResilientInformer<V1Job>;
   private readonly deployments: ResilientInformer<V1Deployment>;
   private readonly pods: ResilientInformer<V1Pod>;
@@ -87,6 +90,14 @@ export class Controller {
       log,
       path: nsPath(`/apis/${METAL3_GROUP}/${METAL3_VERSION}`, BMH_PLURAL, hostNs),
       list: customList<BareMetalHost>(METAL3_GROUP, METAL3_VERSION, BMH_PLURAL, hostNs),
+    });
+    // Hosts' hardware details where their status has none (Metal3 is moving them there).
+    this.hardwareData = new ResilientInformer({
+      kc: c.kc,
+      name: "hardwaredata",
+      log,
+      path: nsPath(`/apis/${METAL3_GROUP}/${METAL3_VERSION}`, HARDWARE_DATA_PLURAL, hostNs),
+      list: customList<HardwareData>(METAL3_GROUP, METAL3_VERSION, HARDWARE_DATA_PLURAL, hostNs),
     });
     const jobSelector = `${owned},${LABEL_COMPONENT}=${COMPONENT.install}`;
     this.jobs = new ResilientInformer<V1Job>({
@@ -140,7 +151,7 @@ export class Controller {
 
     const caches: Caches = {
       provisioning: (namespace, name) => this.provisionings.get(name, namespace),
-      hosts: (namespace) => (this.hosts.isSynced() ? this.hosts.list(namespace) : undefined),
+      hosts: (namespace) => (this.hosts.isSynced() ? withHardwareData(this.hosts.list(namespace), this.hardwareData.list(namespace)) : undefined),
       jobs: (namespace) => this.jobs.list(namespace),
       deployment: (namespace, name) => this.deployments.get(name, namespace),
       pods: (namespace) => this.pods.list(namespace),
@@ -158,6 +169,7 @@ export class Controller {
     });
     for (const verb of ["add", "update", "delete"] as const) {
       this.hosts.on(verb, (h) => this.enqueueForHost(h));
+      this.hardwareData.on(verb, (h) => this.enqueueForHost(h));
       this.jobs.on(verb, (j) => this.enqueueOwner(j));
       this.deployments.on(verb, (d) => this.enqueueOwner(d));
       this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
@@ -218,7 +230,7 @@ export class Controller {
   /** Starts the informers, waits for the caches, then the workers. */
   async start(): Promise<void> {
     this.running = true;
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()));
+    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()));
     // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
     await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
     await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
@@ -262,7 +274,7 @@ export class Controller {
     this.running = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    await Promise.all([this.provisionings, this.hosts, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()));
+    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()));
     await Promise.all(this.workers);
     this.workers = [];
   }

@@ -116,6 +116,9 @@ const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({ type: CO
 const reconciledCondition = (p: Provisioning): ConditionInput => ({ type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${p.metadata.generation ?? "?"}` });
 
 export class Reconciler {
+  /** The last host decision recorded as an Event, by Provisioning (see recordHostDecision). */
+  private readonly hostDecisions = new Map<string, string>();
+
   constructor(
     private readonly c: Clients,
     private readonly config: BpaConfig,
@@ -180,6 +183,7 @@ export class Reconciler {
 
   /** Deleted (or being deleted): its children go with it (garbage collector); its hosts are free again. */
   private releaseHosts(key: string): ReconcileResult {
+    this.hostDecisions.delete(key);
     const released = this.plans.release(key);
     if (released.length) this.onHostsReleased(released);
     return {};
@@ -215,6 +219,7 @@ export class Reconciler {
     const plan = cluster
       ? this.growPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs, cluster)
       : this.currentPlan(key, p, specHash(spec), spec, bmhs.map(hostFacts), bmhs);
+    await this.recordHostDecision(key, p, "unmet" in plan ? { unmet: plan.unmet } : { hosts: plan.hosts });
     if (!("unmet" in plan)) return plan;
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, cluster ? p.status?.inventoryConfigMap : undefined);
     // An installed cluster stays usable, and its ledger (an operation that finished meanwhile) is kept current.
@@ -227,6 +232,25 @@ export class Reconciler {
       reconciledCondition(p),
     ]);
     return new Stop({ requeueAfterMs: UNSATISFIABLE_RECHECK_MS });
+  }
+
+  /**
+   * An Event for each new host decision (kubectl describe): the hosts chosen, or why none
+   * fit (which requirement, which hosts were close). Recorded when the decision differs
+   * from the one the status shows, not on every recheck.
+   */
+  private async recordHostDecision(key: string, p: Provisioning, decision: { hosts: AssignedHost[] } | { unmet: string }): Promise<void> {
+    const [reason, text] = "unmet" in decision ? ["Unsatisfiable", decision.unmet] : ["Assigned", assignedText(decision.hosts)];
+    const shown = p.status?.conditions?.find((c) => c.type === CONDITION.hostsAssigned);
+    // The cached Provisioning may not show the status written a moment ago: what was last recorded counts too.
+    const last = this.hostDecisions.get(key);
+    this.hostDecisions.set(key, `${reason}\n${text}`);
+    if (last === `${reason}\n${text}` || (shown?.reason === reason && shown.message === text)) return;
+    const event =
+      "unmet" in decision
+        ? { type: "Warning" as const, reason: "Unsatisfiable", message: text }
+        : { type: "Normal" as const, reason: "HostsAssigned", message: `${text}: for each role the smallest free host that meets it` };
+    await recordEvent(this.c, this.log, p, event, this.now());
   }
 
   /** The install's hash and object names, its rendered inventory, and the runner's identity and kubeconfig Secret. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { pciId } from "../../../bpa/assign/capabilities.js";
+import { withHardwareData } from "../../../bpa/assign/hardware-data.js";
 import { hostFacts, inventoryAddress } from "../../../bpa/assign/hosts.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 
@@ -59,5 +60,34 @@ describe("inventory address", () => {
     host.spec!.bootMACAddress = "52:54:00:00:00:cc";
     host.status!.hardware!.nics![0]!.pxe = false;
     expect(inventoryAddress(host)).toEqual({ ip: "10.0.0.10", mac: "52:54:00:00:00:aa" });
+  });
+});
+
+describe("hardware details from Metal3's HardwareData", () => {
+  const hardwareData = (name: string, namespace: string, hardware: object) => ({ metadata: { name, namespace }, spec: { hardware } }) as never;
+
+  it("fills a host without status.hardware from the HardwareData of its name, with the same capability rules", () => {
+    const withStatus = bmh({ name: "inspected", cpu: 8, ram: 8192 });
+    const moved = bmh({ name: "moved", cpu: 1, ram: 1, nicModel: "0x8086 0x1572" });
+    const details = moved.status!.hardware!;
+    delete moved.status!.hardware;
+    expect(hostFacts(moved).unusable).toBe("no hardware inventory (status.hardware, HardwareData)");
+    const [a, b] = withHardwareData([withStatus, moved], [hardwareData("moved", "default", { ...details, cpu: { ...details.cpu, count: 32 }, ramMebibytes: 65536 })]);
+    expect(a).toBe(withStatus);
+    const facts = hostFacts(b!);
+    expect(facts).toMatchObject({ cpu: 32, ramMebibytes: 65536 });
+    expect(facts.unusable).toBeUndefined();
+    expect(facts.sriov).toMatchObject({ value: true, source: "nic" });
+    expect(moved.status!.hardware).toBeUndefined(); // the cached object is not changed
+  });
+
+  it("keeps the host's own status when it has one, and ignores HardwareData of another namespace", () => {
+    const host = bmh({ name: "h", cpu: 8, ram: 8192 });
+    const [same] = withHardwareData([host], [hardwareData("h", "default", { cpu: { count: 99 }, ramMebibytes: 1 })]);
+    expect(hostFacts(same!).cpu).toBe(8);
+    const bare = bmh({ name: "g", cpu: 8, ram: 8192 });
+    delete bare.status!.hardware;
+    const [other] = withHardwareData([bare], [hardwareData("g", "elsewhere", { cpu: { count: 4 }, ramMebibytes: 4096 })]);
+    expect(other!.status!.hardware).toBeUndefined();
   });
 });
