@@ -20,11 +20,28 @@ export async function unpackImage(imagesDir: string, ref: string, target: string
   return image;
 }
 
-/** Runs a program of an unpacked image: its root read-only, /tmp private, `binds` (host -> image path) as given. */
-export function inImage(root: string, command: string[], opts: { binds?: Record<string, string>; cwd?: string; env?: Record<string, string> } = {}) {
-  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
+export interface InImageOptions {
+  binds?: Record<string, string>;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Share the host's network (loopback servers of the test); default: none at all. */
+  hostNetwork?: boolean;
+}
+
+function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
+  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork ? [] : ["--unshare-net"]), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
   for (const [name, value] of Object.entries(opts.env ?? {})) args.push("--setenv", name, value);
   for (const [host, inside] of Object.entries(opts.binds ?? {})) args.push("--bind", host, inside);
   if (opts.cwd) args.push("--chdir", opts.cwd);
-  return execa("bwrap", [...args, ...command], { all: true, reject: false });
+  return [...args, ...command];
+}
+
+/** Runs a program of an unpacked image: its root read-only, /tmp private, `binds` (host -> image path) as given. */
+export function inImage(root: string, command: string[], opts: InImageOptions = {}) {
+  return execa("bwrap", bwrapArgs(root, command, opts), { all: true, reject: false });
+}
+
+/** Starts a long-running program of an unpacked image (a server); its output goes to `log`. Stop it with kill(). */
+export function startInImage(root: string, command: string[], log: string, opts: InImageOptions = {}) {
+  return execa("bwrap", bwrapArgs(root, command, opts), { reject: false, stdout: { file: log, append: true }, stderr: { file: log, append: true } });
 }

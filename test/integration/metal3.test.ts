@@ -1,0 +1,153 @@
+/**
+ * Metal3 as the appliance runs it, from the images the build makes: Metal3's
+ * baremetal-operator (built from its pinned Go module) and the project's Ironic
+ * (Debian's Ironic, the project's configuration), each run with bubblewrap on its own
+ * image root, against the integration project's real API server with Metal3's own CRDs.
+ * The operator watches only this file's namespace (the other tests' hosts are the BPA's
+ * stand-ins) and talks to Ironic over loopback with the credentials Ironic was started with.
+ *
+ * - Ironic refuses API calls without those credentials or with wrong ones;
+ * - a BareMetalHost whose BMC does not answer ends in Metal3's `registration error`,
+ *   with Ironic's reason in status.errorMessage; a host next to it without a BMC stays
+ *   unmanaged, without an error.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { buildContent } from "../../builder/images/pipeline.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { stagesDir } from "../../builder/pipeline.js";
+import { freePort } from "../../builder/registry/server.js";
+import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { applyCrds, clients, kubeConfig, newNamespace, waitFor } from "./bpa/helpers.js";
+
+const BMO = "quay.io/metal3-io/baremetal-operator:v0.13.2";
+const IRONIC = "bootstrap.icn:5000/icn/ironic:29.0.5";
+const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
+
+const kc = kubeConfig();
+const c = clients(kc);
+let work: string;
+let ns: string;
+let ironicPort: number;
+const password = `pw-${Math.random().toString(36).slice(2)}`;
+const processes: { kill: () => boolean }[] = [];
+let bmo: { exitCode?: number | null; kill: () => boolean };
+let bmoLog: string;
+
+interface Host {
+  metadata: { name: string; finalizers?: string[] };
+  status?: { operationalStatus?: string; errorType?: string; errorMessage?: string; errorCount?: number; provisioning?: { state?: string } };
+}
+
+/** Waits for Ironic's API; a process that exited first fails at once, with its log. */
+async function waitForIronic(ironic: { exitCode?: number | null }, log: string): Promise<void> {
+  await waitFor(
+    "Ironic's API",
+    async () => {
+      if (typeof ironic.exitCode === "number") throw new Error(`Ironic exited (${ironic.exitCode}):\n${(await readFile(log, "utf8")).slice(-3000)}`);
+      return (await fetch(`http://127.0.0.1:${ironicPort}/`).catch(() => undefined))?.ok;
+    },
+    10 * 60_000,
+    1000,
+  );
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-metal3-"));
+  await applyCrds(kc);
+  ns = await newNamespace(c, "metal3");
+  const lock = await loadLock(DEFAULT_LOCK);
+  const content = await buildContent({ definition: await loadDefinition(DEFAULT_DEFINITION), lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  const bmoRoot = join(work, "bmo-root");
+  const ironicRoot = join(work, "ironic-root");
+  await unpackImage(content.images!.dir, BMO, bmoRoot);
+  await unpackImage(content.images!.dir, IRONIC, ironicRoot);
+  // Mount points, as the container runtime makes them for the pods' volumes.
+  await mkdir(join(ironicRoot, "var/lib/ironic"), { recursive: true });
+  await mkdir(join(ironicRoot, "auth"), { recursive: true });
+  await mkdir(join(bmoRoot, "opt/metal3/auth"), { recursive: true });
+  await writeFile(join(bmoRoot, "kubeconfig"), "");
+
+  // The credentials Secret as the pods mount it: one file per key.
+  const auth = join(work, "auth/ironic");
+  await mkdir(auth, { recursive: true });
+  await writeFile(join(auth, "username"), "metal3");
+  await writeFile(join(auth, "password"), password);
+  const state = join(work, "ironic-state");
+  await mkdir(state);
+  ironicPort = await freePort();
+  const ironic = startInImage(ironicRoot, ["/usr/local/bin/ironic-start"], join(work, "ironic.log"), {
+    hostNetwork: true,
+    binds: { [state]: "/var/lib/ironic", [join(work, "auth")]: "/auth" },
+    env: { IRONIC_STATE_DIR: "/var/lib/ironic", IRONIC_CREDENTIALS_DIR: "/auth/ironic", IRONIC_IP: "127.0.0.1", IRONIC_LISTEN_IP: "127.0.0.1", OS_API__PORT: String(ironicPort) },
+  });
+  processes.push(ironic);
+  await waitForIronic(ironic, join(work, "ironic.log"));
+
+  const kubeconfig = join(work, "kubeconfig");
+  await writeFile(kubeconfig, await readFile(inject("kubeconfigPath"), "utf8"));
+  bmoLog = join(work, "bmo.log");
+  bmo = startInImage(bmoRoot, ["/baremetal-operator", `--namespace=${ns}`, "--webhook-port=0", "--metrics-addr=0", `--health-addr=127.0.0.1:${await freePort()}`], join(work, "bmo.log"), {
+      hostNetwork: true,
+      binds: { [kubeconfig]: "/kubeconfig", [join(work, "auth")]: "/opt/metal3/auth" },
+      env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: `http://127.0.0.1:${ironicPort}/v1/`, POD_NAMESPACE: ns, POD_NAME: "bmo-test" },
+  });
+  processes.push(bmo);
+}, 40 * 60_000);
+
+afterAll(async () => {
+  for (const p of processes) p.kill();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe("Metal3 from the appliance's images", () => {
+  it("Ironic answers its API only with the credentials it was started with", async () => {
+    const url = `http://127.0.0.1:${ironicPort}/v1/nodes`;
+    const basic = (user: string, pass: string) => ({ authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`, "x-openstack-ironic-api-version": "1.89" });
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: basic("metal3", "wrong") })).status).toBe(401);
+    const ok = await fetch(url, { headers: basic("metal3", password) });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ nodes: [] });
+    // The API's version range covers what the baremetal-operator requires (1.89).
+    const root = (await (await fetch(`http://127.0.0.1:${ironicPort}/`)).json()) as { default_version: { version: string } };
+    expect(Number(root.default_version.version.split(".")[1])).toBeGreaterThanOrEqual(89);
+  });
+
+  it("a host whose BMC does not answer ends in registration error with Ironic's reason; its neighbour is not disturbed", { timeout: 15 * 60_000 }, async () => {
+    // Nothing listens on this loopback port: the BMC "does not answer".
+    const deadBmc = await freePort();
+    await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "bmc" }, stringData: { username: "admin", password: "admin" } } });
+    const host = (name: string, mac: string, bmc?: string) => ({
+      apiVersion: "metal3.io/v1alpha1",
+      kind: "BareMetalHost",
+      metadata: { name },
+      spec: { online: true, bootMACAddress: mac, ...(bmc ? { bmc: { address: bmc, credentialsName: "bmc" } } : {}) },
+    });
+    await c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: host("unreachable", "52:54:00:aa:00:01", `redfish+http://127.0.0.1:${deadBmc}/redfish/v1/Systems/1`) });
+    await c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: host("no-bmc", "52:54:00:aa:00:02") });
+    const started = Date.now();
+    const failed = await waitFor(
+      "the host with the dead BMC in registration error",
+      async () => {
+        if (typeof bmo.exitCode === "number") throw new Error(`the baremetal-operator exited (${bmo.exitCode}):\n${(await readFile(bmoLog, "utf8")).slice(-3000)}`);
+        const h = (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: ns, name: "unreachable" })) as Host;
+        return h.status?.errorType === "registration error" ? h : undefined;
+      },
+      12 * 60_000,
+      2000,
+    );
+    console.log(`registration error after ${((Date.now() - started) / 1000).toFixed(0)} s: ${failed.status!.errorMessage}`);
+    expect(failed.status!.operationalStatus).toBe("error");
+    expect(failed.metadata.finalizers).toContain("baremetalhost.metal3.io");
+    // Ironic's words, passed on by the operator: it could not reach the BMC at that address.
+    expect(failed.status!.errorMessage).toMatch(new RegExp(`127\\.0\\.0\\.1:${deadBmc}|[Cc]onnection refused|[Uu]nable to connect|[Ff]ailed to connect`));
+    const neighbour = (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: ns, name: "no-bmc" })) as Host;
+    // Without a BMC the operator only records the host, unmanaged, and reports nothing wrong with it.
+    expect(neighbour.status?.provisioning?.state).toBe("unmanaged");
+    expect(neighbour.status?.errorMessage).toBe("");
+  });
+});
