@@ -190,7 +190,12 @@ async function shippedConfig(): Promise<BpaConfig> {
   // scheduler and controller manager missed their 10 s lease renewals and restarted (with
   // back-off), and a joining node found cluster-info unsigned. A site's configuration may
   // set kubespray variables (extraVars); this one gives them room. Not needed on hardware.
+  // The API server's static pod: kubeadm's liveness check restarts it after 80 s without
+  // an answer; during the scale play it was restarted 8 times, and a just-restarted server
+  // (its RBAC caches not filled yet) refused kubeadm's upload-certs: "secrets is forbidden".
+  // The same patience as the appliance's own kubeadm patches.
   const tcgRoom = {
+    kubeadm_patches: [{ target: "kube-apiserver", type: "strategic", patch: { spec: { containers: [{ name: "kube-apiserver", startupProbe: { failureThreshold: 180 }, livenessProbe: { failureThreshold: 24 } }] } } }],
     kube_controller_manager_leader_elect_lease_duration: "120s",
     kube_controller_manager_leader_elect_renew_deadline: "90s",
     kube_scheduler_leader_elect_lease_duration: "120s",
