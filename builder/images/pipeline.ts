@@ -88,14 +88,13 @@ export async function buildContent(opts: ContentOptions): Promise<ContentResult>
   const imageCompile = plan.programs.length > 0 ? await runStage(imageCompileStage, { debian, set: toolchainSet, resolve: opts.resolve, programs: plan.programs }, stagesDir) : undefined;
   const imageRoots: Record<string, StageResult> = {};
   for (const root of plan.ownRoots) {
-    const pinned = pins?.own?.[root.name];
-    if (!opts.resolve && (!pinned || pinned.requested.join(" ") !== root.packages.join(" "))) {
+    if (!opts.resolve && unpinnedOwnRoots([root], lock).length > 0) {
       throw new UserError(
         `images/${root.name}/recipe.yaml asks for Debian packages that the lock file does not pin as its own root (images.debian.own.${root.name}): ${root.packages.join(", ")}`,
         "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)",
       );
     }
-    const set = { requested: root.packages, packages: opts.resolve ? {} : pinned!.packages };
+    const set = { requested: root.packages, packages: opts.resolve ? {} : pins!.own![root.name]!.packages };
     imageRoots[root.name] = await runStage(imageRootStage, { debian, set, resolve: opts.resolve, recipe: root.name }, stagesDir);
   }
   if (opts.resolve) return { files, imageBase, imageCompile, imageRoots, selection, plan };
