@@ -134,7 +134,7 @@ describe("icn-bootstrap build with the default definition", () => {
 
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
-    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "images", "registry", "os-rootfs", "os-image", "metal3", "overlays", "disk", "image", "qcow2"]);
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "image-root", "images", "registry", "os-rootfs", "os-image", "metal3", "overlays", "disk", "image", "qcow2"]);
     const lock = await loadLock(join(REPO, "appliance.lock.yaml"));
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
     expect(systemd.version).toBe(lock.debian.packages.systemd!.version);

@@ -118,7 +118,7 @@ describe("reproducible build", () => {
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
     const locations = (name: string) => binaries.find((c) => c.name === name)!.properties!.filter((p) => p.name === "icn-bootstrap:location").map((p) => p.value);
     const inArchives = OFFLINE_ARCHIVES.flatMap((a) => (a.binary ? [a.binary] : Object.values(a.members!)));
-    expect(binaries.map((c) => c.name).sort()).toEqual([...new Set(["coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet", ...inArchives])].sort());
+    expect(binaries.map((c) => c.name).sort()).toEqual([...new Set(["baremetal-operator", "coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet", ...inArchives])].sort());
     expect(locations("etcd")).toEqual(expect.arrayContaining([expect.stringMatching(/^file server \/kubespray\/github\.com\/etcd-io\/etcd\/releases\/download\/v[\d.]+\/etcd-v[\d.]+-linux-amd64\.tar\.gz:etcd-v[\d.]+-linux-amd64\/etcd$/)]));
     expect(locations("containerd")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/)]);
     expect(locations("runc")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/opencontainers\/runc\/releases\/download\/v[\d.]+\/runc\.amd64$/)]);
@@ -139,6 +139,12 @@ describe("reproducible build", () => {
     expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
     const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
     expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(pypi.map((c) => c["bom-ref"]).sort());
+    // Ironic's image has a Debian root of its own: it depends on that set's packages, not on the shared base.
+    const ironic = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/ironic:"));
+    const ironicDebs = ironic.dependsOn.filter((r: string) => r.startsWith("deb:"));
+    expect(ironicDebs.length).toBeGreaterThan(100);
+    expect(ironicDebs.every((r: string) => r.startsWith("deb:own:ironic:"))).toBe(true);
+    expect(ironicDebs).toContain("deb:own:ironic:python3-ironic");
     const files = components.filter((c) => c.type === "file");
     const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
     expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);
