@@ -143,12 +143,12 @@ export async function artifactPaths<N extends string>(names: N[], opts: Omit<Ens
 }
 
 /** A pinned Go module's source tree (module cache), downloaded through its wrapper so that go.sum verifies it. */
-export async function pinnedModuleDir(entryName: string, what: string, lockPath?: string): Promise<{ dir: string; module: string; version: string; goSum: string }> {
+export async function pinnedModuleDir(entryName: string, what: string, lockPath?: string): Promise<{ dir: string; module: string; version: string }> {
   const loaded = await loadArtifacts(lockPath);
   const entry = loaded.artifacts[entryName];
   if (!entry || entry.source !== "gomod") throw new UserError(`${what}: '${entryName}' is no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
   const wrapper = await readWrapper(entryName, entry, loaded.baseDir);
   const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what })) as { Dir?: string; Error?: string };
   if (!info.Dir) throw new UserError(`${what}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
-  return { dir: info.Dir, module: entry.module, version: entry.version, goSum: entry.goSum };
+  return { dir: info.Dir, module: entry.module, version: entry.version };
 }

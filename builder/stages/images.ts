@@ -79,9 +79,7 @@ export const imagesStage: Stage<ImagesDeps> = {
     const needsBase = plan.images.some((i) => i.recipe?.base === "debian");
     if (needsBase) {
       if (!base) throw new Error("images with a Debian base need the image-base stage");
-      const layer = await cachedLayer(`debian-base:${base.key}`, "debian base", async () => normalizeEntries(await indexTar(join(base.dir, BASE_TAR))), store);
-      run.log(`debian base layer ${layer.digest.slice(7, 19)} (${(layer.size / 1024 / 1024).toFixed(1)} MiB)${layer.reused ? ", reused" : ""}`);
-      baseLayer = layer;
+      baseLayer = await debianRootLayer(`debian-base:${base.key}`, "debian base", base, store, run.log);
     }
     for (const image of plan.images.filter((i) => i.source === "recipe")) {
       const recipe = image.recipe!;
@@ -129,7 +127,12 @@ function pick(image: PlannedImage) {
 /** The layer of a recipe's own Debian root (image-root stage), cached by that stage's key. */
 async function ownRootLayer(name: string, root: StageResult | undefined, store: ContentStore, log: (message: string) => void): Promise<LayerInfo> {
   if (!root) throw new Error(`${name} has base: own-debian, but its image-root stage did not run`);
-  const layer = await cachedLayer(`debian-root:${root.key}`, `${name} debian root`, async () => normalizeEntries(await indexTar(join(root.dir, BASE_TAR))), store);
-  log(`${name}: own debian root layer ${layer.digest.slice(7, 19)} (${(layer.size / 1024 / 1024).toFixed(1)} MiB)${layer.reused ? ", reused" : ""}`);
+  return debianRootLayer(`debian-root:${root.key}`, `${name} debian root`, root, store, log);
+}
+
+/** A Debian root stage's tar (image-base, image-root) as one layer, cached under `key`. */
+async function debianRootLayer(key: string, what: string, stage: StageResult, store: ContentStore, log: (message: string) => void): Promise<LayerInfo> {
+  const layer = await cachedLayer(key, what, async () => normalizeEntries(await indexTar(join(stage.dir, BASE_TAR))), store);
+  log(`${what} layer ${layer.digest.slice(7, 19)} (${(layer.size / 1024 / 1024).toFixed(1)} MiB)${layer.reused ? ", reused" : ""}`);
   return layer;
 }
