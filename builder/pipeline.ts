@@ -22,8 +22,7 @@ import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type Over
 import { REGISTRY_STORAGE, SEEDED_JSON } from "./stages/registry.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
-import { buildOsImages } from "./images/os.js";
-import { readOsImage } from "./stages/os-image.js";
+import { buildOsImages, servedOsFiles } from "./images/os.js";
 import { readMetal3Manifests } from "./metal3/manifests.js";
 import { metal3Stage } from "./stages/metal3.js";
 
@@ -164,7 +163,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     seeded: seeded.images,
     filesDir: content.files.dir,
     images: Object.entries(images).map(([format, image]) => ({ format, sha256: image.sha256 })),
-    osImages: await Promise.all(osImages.map((os) => readOsImage(os.image!))),
+    osImages: (await Promise.all(osImages.map(servedOsFiles))).flat(),
   });
   const contents = await readFile(join(image.dir, CONTENTS), "utf8");
   const layout = await readLayout(disk.dir);

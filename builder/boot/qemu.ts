@@ -56,6 +56,15 @@ export interface BootOptions {
   extraNics?: { pciSlot: number; mac?: string }[];
   /** What counts as a failure that ends the boot (default: any ICN-BOOTSTRAP-FAILED line). */
   failurePattern?: RegExp;
+  /** Boot this kernel and initramfs directly (a network-boot ramdisk) instead of the disk's boot loader; `image` is then just the machine's disk. */
+  kernel?: { kernel: string; initrd: string; append: string };
+  /**
+   * Extra `guestfwd=` rules for the user network, e.g. `tcp:10.0.2.100:6385-cmd:<command>`:
+   * the guest reaches exactly these services and nothing else (restrict=on stays).
+   */
+  guestForwards?: string[];
+  /** The first NIC's MAC address on the user network (default: QEMU's). */
+  macAddress?: string;
 }
 
 export interface BootResult {
@@ -127,14 +136,16 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   if (imageKind(options.image) === "usb") {
     args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
   } else {
-    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
+    // A directly booted kernel takes boot index 0 (QEMU's linuxboot option ROM).
+    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.kernel ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
   }
+  if (options.kernel) args.push("-kernel", options.kernel.kernel, "-initrd", options.kernel.initrd, "-append", options.kernel.append);
   if (options.tap) {
     args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}`);
   } else {
     // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
-    const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
-    args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
+    const forwards = [...(options.hostForwards ?? []).map((f) => `,hostfwd=${f}`), ...(options.guestForwards ?? []).map((f) => `,guestfwd=${f}`)].join("");
+    args.push("-nic", `user,model=virtio-net-pci,restrict=on${options.macAddress ? `,mac=${options.macAddress}` : ""}${forwards}`);
   }
   (options.extraDisks ?? []).forEach((disk, i) => {
     const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;

@@ -1,7 +1,9 @@
 /**
- * The definition's OS images (`osImages`: recipes with `os:`, built by
- * stages/os-image.ts). Used by the build (their file-server layers) and by
- * `lock-images` (resolving their Debian sets).
+ * The definition's OS images (`osImages`): recipes with `os:` (a compute node's disk
+ * image, stages/os-image.ts) or `ramdisk:` (a network-boot kernel and initramfs, such as
+ * Ironic's deploy ramdisk, stages/ramdisk.ts), both from a root made by stage
+ * os-rootfs. Used by the build (their file-server layers) and by `lock-images`
+ * (resolving their Debian sets).
  */
 import { join } from "node:path";
 import { sha256File } from "../cache.js";
@@ -11,20 +13,43 @@ import type { LockFile } from "../lockfile.js";
 import { sourceDateEpoch } from "../reproducible.js";
 import { runStage, type StageResult } from "../stage.js";
 import { debianSource } from "../stages/image-debian.js";
-import { osImageStage, osRootfsStage, type OsFile } from "../stages/os-image.js";
+import { osImageStage, osRootfsStage, readOsImage, type OsFile } from "../stages/os-image.js";
+import { ramdiskStage, readRamdisk } from "../stages/ramdisk.js";
+import { ensurePythonTree } from "../sources/pypi.js";
+import { log } from "../log.js";
 import { loadRecipe, type Recipe } from "./recipe.js";
 
 export interface BuiltOsImage {
   name: string;
+  /** disk: stage os-image (a qcow2 for a node's disk); ramdisk: stage ramdisk (kernel + initramfs). */
+  kind: "disk" | "ramdisk";
   rootfs: StageResult;
   /** Absent when resolving (only the root is made, to read what was installed). */
   image?: StageResult;
+  /** The Python distributions its `python:` installed (for the SBOM). */
+  pythonPackages: { name: string; version: string }[];
 }
 
-export async function loadOsRecipe(name: string): Promise<Recipe & { os: NonNullable<Recipe["os"]> }> {
+export async function loadOsRecipe(name: string): Promise<Recipe> {
   const recipe = await loadRecipe(name, `OS image ${name}`);
-  if (!recipe.os) throw new UserError(`osImages names '${name}', but images/${name}/recipe.yaml is a container image recipe (no 'os:')`, "list only OS image recipes in osImages, or add an os: section to the recipe");
-  return recipe as Recipe & { os: NonNullable<Recipe["os"]> };
+  if (!recipe.os && !recipe.ramdisk) throw new UserError(`osImages names '${name}', but images/${name}/recipe.yaml is a container image recipe (no 'os:' or 'ramdisk:')`, "list only OS image and ramdisk recipes in osImages, or add an os: section to the recipe");
+  return recipe;
+}
+
+/** A `python:` section's tree, as two directory copies into the root. */
+async function pythonFiles(recipe: Recipe): Promise<{ files: OsFile[]; packages: { name: string; version: string }[] }> {
+  if (!recipe.python) return { files: [], packages: [] };
+  const { requirements, version } = recipe.python;
+  const tree = await ensurePythonTree(join(recipe.dir, requirements), version, `OS image ${recipe.name}`, (message) => log("os-image", `${recipe.name}: ${message}`));
+  // The tree is a pure function of the hash-pinned requirements: its cache key stands for its content.
+  const key = tree.dir.split("/").pop()!;
+  return {
+    files: [
+      { from: tree.sitePackages, to: `/usr/local/lib/python${version}/dist-packages`, mode: "0755", sha256: `${key}:site-packages`, directory: true },
+      { from: tree.bin, to: "/usr/local/bin", mode: "0755", sha256: `${key}:bin`, directory: true },
+    ],
+    packages: tree.packages,
+  };
 }
 
 async function recipeFiles(recipe: Recipe): Promise<OsFile[]> {
@@ -57,6 +82,14 @@ export async function unpinnedOsImages(names: string[], lock: LockFile): Promise
 }
 
 /** Builds each OS image of the definition from its pinned set (or, resolving, only its root with the newest packages). */
+/** The files an OS image puts on the file server (path under its root), for the SBOM. */
+export async function servedOsFiles(os: BuiltOsImage): Promise<{ name: string; path: string; sha256: string; pythonPackages: { name: string; version: string }[] }[]> {
+  const { pythonPackages } = os;
+  if (os.kind === "disk") return [{ ...(await readOsImage(os.image!)), pythonPackages }];
+  const { kernel, initramfs } = await readRamdisk(os.image!);
+  return [kernel, initramfs].map(({ path, sha256 }) => ({ name: os.name, path, sha256, pythonPackages }));
+}
+
 export async function buildOsImages(opts: { definition: ApplianceDefinition; lock: LockFile; stagesDir: string; resolve?: string }): Promise<BuiltOsImage[]> {
   const built: BuiltOsImage[] = [];
   const [unpinned] = opts.resolve ? [] : await unpinnedOsImages(opts.definition.osImages, opts.lock);
@@ -65,13 +98,18 @@ export async function buildOsImages(opts: { definition: ApplianceDefinition; loc
     const recipe = await loadOsRecipe(name);
     const set = { requested: requestedOsPackages(recipe), packages: opts.resolve ? {} : opts.lock.images!.debian.os![name]!.packages };
     const epoch = sourceDateEpoch(opts.lock.debian);
-    const rootfs = await runStage(osRootfsStage, { debian: debianSource(opts.lock), set, resolve: opts.resolve, name, files: await recipeFiles(recipe), epoch }, opts.stagesDir);
+    const python = await pythonFiles(recipe);
+    const ramdisk = recipe.ramdisk ? { enable: recipe.ramdisk.enable, dropModules: recipe.ramdisk.dropModules } : undefined;
+    const files = [...(await recipeFiles(recipe)), ...python.files];
+    const rootfs = await runStage(osRootfsStage, { debian: debianSource(opts.lock), set, resolve: opts.resolve, name, files, epoch, ...(ramdisk ? { ramdisk } : {}) }, opts.stagesDir);
     if (opts.resolve) {
-      built.push({ name, rootfs });
+      built.push({ name, kind: recipe.ramdisk ? "ramdisk" : "disk", rootfs, pythonPackages: python.packages });
       continue;
     }
-    const image = await runStage(osImageStage, { name, file: recipe.os.file, rootFree: recipe.os.rootFree, epoch, rootfs }, opts.stagesDir);
-    built.push({ name, rootfs, image });
+    const image = recipe.ramdisk
+      ? await runStage(ramdiskStage, { name, kernel: recipe.ramdisk.kernel, initramfs: recipe.ramdisk.initramfs, epoch, rootfs }, opts.stagesDir)
+      : await runStage(osImageStage, { name, file: recipe.os!.file, rootFree: recipe.os!.rootFree, epoch, rootfs }, opts.stagesDir);
+    built.push({ name, kind: recipe.ramdisk ? "ramdisk" : "disk", rootfs, image, pythonPackages: python.packages });
   }
   return built;
 }

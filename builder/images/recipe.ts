@@ -27,6 +27,11 @@
  *     rootFree: 256MiB                 #   room left in its root filesystem (it grows at first boot)
  *                                      #   its debian.packages are its own set (images.debian.os.<name>),
  *                                      #   its copies only recipe:<file>
+ *   ramdisk:                           # or: a kernel and an initramfs for network boot (Ironic's deploy
+ *     kernel: ipa.kernel               #   ramdisk), served as boot/<kernel> and boot/<initramfs>; the
+ *     initramfs: ipa.initramfs         #   whole root is the initramfs, systemd its /init. Its packages are
+ *     enable: [agent.service]          #   its own set (images.debian.os.<name>), python: is allowed;
+ *     dropModules: [sound]             #   systemd units to enable, kernel module trees left out (under kernel/)
  *   entrypoint: ["node", "/opt/bpa/bpa.mjs"]
  *   cmd: []
  *   env: {}
@@ -82,6 +87,15 @@ export const Recipe = z
       })
       .strict()
       .optional(),
+    ramdisk: z
+      .object({
+        kernel: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a file name"),
+        initramfs: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a file name"),
+        enable: z.array(z.string().regex(/^[A-Za-z0-9@._-]+\.(service|target|socket|timer)$/, "a systemd unit name")).default([]),
+        dropModules: z.array(z.string().regex(/^[a-z0-9_-]+(\/[a-z0-9_-]+)*$/, "a directory under the kernel's kernel/ module tree, such as sound or drivers/gpu")).default([]),
+      })
+      .strict()
+      .optional(),
     entrypoint: z.array(z.string()).optional(),
     cmd: z.array(z.string()).optional(),
     env: z.record(z.string(), z.string()).default({}),
@@ -115,6 +129,7 @@ export async function loadRecipe(name: string, ref: string, imagesDir = IMAGES_D
     const issue = result.error.issues[0]!;
     throw new UserError(`${file} (for ${ref}): ${issue.path.join(".")}: ${issue.message}`, "fix the recipe (the format is described in builder/images/recipe.ts)");
   }
+  if (result.data.os && result.data.ramdisk) throw new UserError(`${file}: has both os: and ramdisk:`, "a recipe makes a disk image (os:) or a network-boot kernel and initramfs (ramdisk:), not both");
   if (result.data.name !== name) throw new UserError(`${file}: name '${result.data.name}' differs from its directory '${name}'`, `set name: ${name}`);
   return { ...result.data, dir, file, text };
 }

@@ -31,8 +31,8 @@ export interface CollectOptions {
   seeded: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[];
   filesDir: string;
   images: { format: string; sha256: string }[];
-  /** The OS images the file server serves (path under its root). */
-  osImages?: { name: string; path: string; sha256: string }[];
+  /** The OS images and ramdisks the file server serves (path under its root), with the PyPI packages they hold. */
+  osImages?: { name: string; path: string; sha256: string; pythonPackages?: { name: string; version: string }[] }[];
 }
 
 export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput> {
@@ -61,7 +61,7 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
   const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: ServedManifestEntry[] };
   const files = [
     ...served.files.map(({ path, sha256, from }) => ({ path: `/${FILES_REPO_PATH}/${path}`, sha256, from })),
-    ...(opts.osImages ?? []).map((o) => ({ path: `/${o.path}`, sha256: o.sha256, from: `os-image:${o.name}` })),
+    ...(opts.osImages ?? []).map((o) => ({ path: `/${o.path}`, sha256: o.sha256, from: `os-image:${o.name}`, debianSet: `os:${o.name}`, pythonPackages: o.pythonPackages ?? [] })),
   ];
   for (const f of served.files) {
     const location = `file server /${FILES_REPO_PATH}/${f.path}`;

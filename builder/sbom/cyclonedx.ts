@@ -65,7 +65,7 @@ export interface SbomInput {
   goBinaries: SbomGoBinary[];
   containerImages: SbomContainerImage[];
   /** Files served to compute nodes: path under the file server's root. */
-  files: { path: string; sha256: string; from: string }[];
+  files: { path: string; sha256: string; from: string; debianSet?: string; pythonPackages?: { name: string; version: string }[] }[];
   /** The disk images this SBOM describes. */
   images: { format: string; sha256: string }[];
   /** Host tools that shaped the image bytes, with their Debian versions. */
@@ -202,6 +202,9 @@ export function buildBom(input: SbomInput): Models.Bom {
     });
     bom.components.add(component);
     appliance.dependencies.add(component.bomRef);
+    // An OS image or ramdisk: what it was made of.
+    if (file.debianSet) for (const [key, deb] of debs) if (key.startsWith(`${file.debianSet}:`)) component.dependencies.add(deb.bomRef);
+    for (const pkg of file.pythonPackages ?? []) component.dependencies.add(pypiComponent(pkg).bomRef);
   }
   return bom;
 }

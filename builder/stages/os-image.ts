@@ -33,12 +33,21 @@ export interface OsFile {
   to: string;
   mode: string;
   sha256: string;
+  /** A directory whose contents go into `to` (a `python:` tree). */
+  directory?: boolean;
+}
+
+/** What a `ramdisk:` recipe asks of its root (builder/images/recipe.ts). */
+export interface RamdiskRoot {
+  enable: string[];
+  dropModules: string[];
 }
 
 export interface OsRootfsDeps extends ImageBaseDeps {
   name: string;
   files: OsFile[];
   epoch: number;
+  ramdisk?: RamdiskRoot;
 }
 
 /** After the packages and the recipe's files: offline apt, the network units, no identity baked in. */
@@ -53,18 +62,33 @@ const FINISH = [
   'find "$1"/usr -depth -type d -name __pycache__ -exec rm -rf {} +',
 ].join(" && ");
 
+/**
+ * A ramdisk's root: its units enabled, the kernel's module trees it does not need left
+ * out (then depmod), and systemd as the initramfs's /init (the kernel runs /init from a
+ * tmpfs root; nothing is switched to).
+ */
+function ramdiskHooks({ enable, dropModules }: RamdiskRoot): string[] {
+  const modules = '"$1"/usr/lib/modules/*/kernel';
+  return [
+    ...(enable.length ? [`chroot "$1" systemctl enable ${enable.join(" ")}`] : []),
+    ...dropModules.map((dir) => `for tree in ${modules}/${dir}; do rm -rf "$tree"; done`),
+    'for dir in "$1"/usr/lib/modules/*; do chroot "$1" depmod "${dir##*/}"; done',
+    'ln -sfn usr/lib/systemd/systemd "$1"/init',
+  ];
+}
+
 export const osRootfsStage: Stage<OsRootfsDeps> = {
   name: "os-rootfs",
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
-  inputs: (deps) => ({ ...pinnedInputs(deps), name: deps.name, files: deps.files.map(({ to, mode, sha256 }) => ({ to, mode, sha256 })), epoch: deps.epoch }),
+  inputs: (deps) => ({ ...pinnedInputs(deps), name: deps.name, files: deps.files.map(({ to, mode, sha256, directory }) => ({ to, mode, sha256, ...(directory ? { directory } : {}) })), epoch: deps.epoch, ...(deps.ramdisk ? { ramdisk: deps.ramdisk } : {}) }),
   async build(run, deps) {
-    const { debian, set, resolve, files, name, epoch } = deps;
+    const { debian, set, resolve, files, name, epoch, ramdisk } = deps;
     const tar = rootfsTar(run.out);
-    const copies = files.flatMap((f) => [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`]);
+    const copies = files.flatMap((f) => (f.directory ? [`mkdir -p "$1"${f.to}`, `sync-in ${f.from} ${f.to}`] : [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`]));
     run.log(`mmdebstrap ${name}: ${set.requested.length} requested packages${resolve ? " (resolving)" : ""}`);
     await mmdebstrap(
       run.exec,
-      { sources: debian, variant: "apt", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [...files.map((f) => `mkdir -p "$1"${f.to.replace(/\/[^/]+$/, "")}`), ...copies, FINISH], env: { SOURCE_DATE_EPOCH: String(epoch) } },
+      { sources: debian, variant: "apt", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [...files.map((f) => `mkdir -p "$1"${f.to.replace(/\/[^/]+$/, "")}`), ...copies, FINISH, ...(ramdisk ? ramdiskHooks(ramdisk) : [])], env: { SOURCE_DATE_EPOCH: String(epoch) } },
       choice(set, resolve, `os.${name}`),
     );
     const status = await readTarMember(tar, "var/lib/dpkg/status");

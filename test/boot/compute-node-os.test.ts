@@ -74,11 +74,11 @@ afterAll(async () => {
 describe("the compute nodes' OS image", () => {
   it("is a qcow2 served with its sha256sum beside it", async () => {
     const recipe = await loadOsRecipe("compute-node");
-    expect(served.path).toBe(`${OS_IMAGES_PATH}/${recipe.os.file}`);
+    expect(served.path).toBe(`${OS_IMAGES_PATH}/${recipe.os!.file}`);
     const info = JSON.parse((await execa("qemu-img", ["info", "--output=json", image])).stdout);
     expect(info.format).toBe("qcow2");
     expect((await stat(image)).size).toBe(served.size);
-    expect(await readFile(`${image}.sha256sum`, "utf8")).toBe(`${served.sha256}  ${recipe.os.file}\n`);
+    expect(await readFile(`${image}.sha256sum`, "utf8")).toBe(`${served.sha256}  ${recipe.os!.file}\n`);
     expect((await execa("sha256sum", [image])).stdout.split(" ")[0]).toBe(served.sha256);
     console.log(`compute node OS image: ${(served.size / 1024 / 1024).toFixed(0)} MiB qcow2, ${(info["virtual-size"] / 1024 / 1024).toFixed(0)} MiB disk`);
   });

@@ -119,6 +119,8 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/baremetalhost.yaml")).toBeUndefined(); // the look-alike is gone
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(/name: metal3-baremetal-operator[\s\S]*baremetalhosts/);
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(/image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/);
+    // Ironic's deploy ramdisk on the file server, where the baremetal-operator's settings point.
+    for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"]) expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}\n$`));
     // What the appliance serves to kubespray, for the BPA: the build's pins as a ConfigMap applied at first boot.
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml")).toMatch(/name: bpa-kubespray-pins[\s\S]*kubeadm_checksums:/);
   });
@@ -134,7 +136,7 @@ describe("icn-bootstrap build with the default definition", () => {
 
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
-    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "image-root", "images", "registry", "os-rootfs", "os-image", "metal3", "overlays", "disk", "image", "qcow2"]);
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "image-root", "images", "registry", "os-rootfs", "os-image", "os-rootfs", "ramdisk", "metal3", "overlays", "disk", "image", "qcow2"]);
     const lock = await loadLock(join(REPO, "appliance.lock.yaml"));
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
     expect(systemd.version).toBe(lock.debian.packages.systemd!.version);

@@ -138,7 +138,14 @@ describe("reproducible build", () => {
     const pypi = components.filter((c) => c.purl?.startsWith("pkg:pypi/"));
     expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
     const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
-    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(pypi.map((c) => c["bom-ref"]).sort());
+    const ipa = "pypi:ironic-python-agent@10.2.0";
+    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(pypi.map((c) => c["bom-ref"]).filter((r) => r !== ipa).sort());
+    // The deploy ramdisk: ironic-python-agent from PyPI on its own Debian set, the kernel from the same set.
+    for (const file of ["/boot/ironic-python-agent.initramfs", "/boot/ironic-python-agent.kernel"]) {
+      const served = bom.dependencies.find((d: { ref: string }) => d.ref === `file:${file}`);
+      expect(served?.dependsOn, file).toEqual(expect.arrayContaining([ipa, "deb:os:ipa-ramdisk:linux-image-amd64", "deb:os:ipa-ramdisk:python3-oslo.service"]));
+      expect(served.dependsOn.filter((r: string) => r.startsWith("deb:")).every((r: string) => r.startsWith("deb:os:ipa-ramdisk:"))).toBe(true);
+    }
     // Ironic's image has a Debian root of its own: it depends on that set's packages, not on the shared base.
     const ironic = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/ironic:"));
     const ironicDebs = ironic.dependsOn.filter((r: string) => r.startsWith("deb:"));
