@@ -56,15 +56,10 @@ export interface BootOptions {
   extraNics?: { pciSlot: number; mac?: string }[];
   /** What counts as a failure that ends the boot (default: any ICN-BOOTSTRAP-FAILED line). */
   failurePattern?: RegExp;
-  /** Boot this kernel and initramfs directly (a network-boot ramdisk) instead of the disk's boot loader; `image` is then just the machine's disk. */
-  kernel?: { kernel: string; initrd: string; append: string };
-  /**
-   * Extra `guestfwd=` rules for the user network, e.g. `tcp:10.0.2.100:6385-cmd:<command>`:
-   * the guest reaches exactly these services and nothing else (restrict=on stays).
-   */
-  guestForwards?: string[];
-  /** The first NIC's MAC address on the user network (default: QEMU's). */
-  macAddress?: string;
+  /** Boot from the tap NIC (its firmware's iPXE ROM) instead of the disk, which stays attached. */
+  networkBoot?: boolean;
+  /** Run QEMU in this network namespace (`ip netns exec`; a tap device there). */
+  netns?: string;
 }
 
 export interface BootResult {
@@ -136,16 +131,14 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   if (imageKind(options.image) === "usb") {
     args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
   } else {
-    // A directly booted kernel takes boot index 0 (QEMU's linuxboot option ROM).
-    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.kernel ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
+    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.networkBoot ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
   }
-  if (options.kernel) args.push("-kernel", options.kernel.kernel, "-initrd", options.kernel.initrd, "-append", options.kernel.append);
   if (options.tap) {
-    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}`);
+    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}`);
   } else {
     // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
-    const forwards = [...(options.hostForwards ?? []).map((f) => `,hostfwd=${f}`), ...(options.guestForwards ?? []).map((f) => `,guestfwd=${f}`)].join("");
-    args.push("-nic", `user,model=virtio-net-pci,restrict=on${options.macAddress ? `,mac=${options.macAddress}` : ""}${forwards}`);
+    const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
+    args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
   }
   (options.extraDisks ?? []).forEach((disk, i) => {
     const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;
@@ -168,7 +161,8 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   let readyLine: string | undefined;
   let failure: string | undefined;
   let powerCut = false;
-  const child = execa("qemu-system-x86_64", args, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
+  const [command, commandArgs] = options.netns ? ["ip", ["netns", "exec", options.netns, "qemu-system-x86_64", ...args]] : ["qemu-system-x86_64", args];
+  const child = execa(command, commandArgs, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
   const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
   let signalReady: () => void = () => undefined;
   const readyForCaller = new Promise<void>((resolve) => (signalReady = resolve));

@@ -5,8 +5,10 @@
    $IRONIC_CREDENTIALS_DIR (username, password: made at the appliance's first boot,
    shared with the baremetal-operator), bcrypt-hashed; never part of the image.
 2. The addresses: Ironic's own (my_ip, where nodes reach it) is $IRONIC_IP, else the
-   address of the default route's interface, else $IRONIC_NODE_IP (the node's address,
-   from the pod's status, on a site without a default route); the API listens on $IRONIC_LISTEN_IP
+   appliance's address on the provisioning network ($PROVISIONING_ADDRESS, from the
+   site's settings), else the address of the default route's interface, else
+   $IRONIC_NODE_IP (the node's address, from the pod's status, on a site without a
+   default route); the API listens on $IRONIC_LISTEN_IP
    (default: every address; basic auth guards all but the agent's lookup/heartbeat).
 3. The database schema (SQLite: created, or upgraded when it exists), then Ironic
    (API + conductor).
@@ -60,7 +62,8 @@ with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
     f.write(f"{user}:{hashed}\n")
 os.replace(tmp, os.path.join(state, "htpasswd"))
 
-ip = os.environ.get("IRONIC_IP") or default_route_address() or os.environ.get("IRONIC_NODE_IP")
+provisioning = os.environ.get("PROVISIONING_ADDRESS", "").split("/")[0]
+ip = os.environ.get("IRONIC_IP") or provisioning or default_route_address() or os.environ.get("IRONIC_NODE_IP")
 if not ip:
     fail("no address for Ironic: set IRONIC_IP (there is no default route to take it from, and no IRONIC_NODE_IP)")
 http_port = os.environ.get("IRONIC_HTTP_PORT", "6180")

@@ -3,6 +3,8 @@
  * layer by layer, so tests can run the image's own programs with bubblewrap: the same
  * files, interpreter and libraries as in a pod, without a container runtime.
  */
+import { spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -26,10 +28,14 @@ export interface InImageOptions {
   env?: Record<string, string>;
   /** Share the host's network (loopback servers of the test); default: none at all. */
   hostNetwork?: boolean;
+  /** Run in this network namespace (`ip netns exec`), sharing its network; implies hostNetwork. */
+  netns?: string;
+  /** Capabilities the program keeps (bwrap --cap-add), e.g. CAP_NET_ADMIN for a DHCP server. */
+  caps?: string[];
 }
 
 function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
-  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork ? [] : ["--unshare-net"]), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
+  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]), ...(opts.caps ?? []).flatMap((cap) => ["--cap-add", cap]), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
   for (const [name, value] of Object.entries(opts.env ?? {})) args.push("--setenv", name, value);
   for (const [host, inside] of Object.entries(opts.binds ?? {})) args.push("--bind", host, inside);
   if (opts.cwd) args.push("--chdir", opts.cwd);
@@ -37,11 +43,22 @@ function bwrapArgs(root: string, command: string[], opts: InImageOptions): strin
 }
 
 /** Runs a program of an unpacked image: its root read-only, /tmp private, `binds` (host -> image path) as given. */
+/** bwrap, or bwrap inside the options' network namespace. */
+function launcher(root: string, command: string[], opts: InImageOptions): [string, string[]] {
+  const args = bwrapArgs(root, command, opts);
+  return opts.netns ? ["ip", ["netns", "exec", opts.netns, "bwrap", ...args]] : ["bwrap", args];
+}
+
 export function inImage(root: string, command: string[], opts: InImageOptions = {}) {
-  return execa("bwrap", bwrapArgs(root, command, opts), { all: true, reject: false });
+  return execa(...launcher(root, command, opts), { all: true, reject: false });
 }
 
 /** Starts a long-running program of an unpacked image (a server); its output goes to `log`. Stop it with kill(). */
 export function startInImage(root: string, command: string[], log: string, opts: InImageOptions = {}) {
-  return execa("bwrap", bwrapArgs(root, command, opts), { reject: false, stdout: { file: log, append: true }, stderr: { file: log, append: true } });
+  // The log file itself as stdout and stderr (not a pipe through this process): programs that open /dev/stdout, as nginx's access_log does, get a file, as a container runtime gives them a FIFO.
+  const fd = openSync(log, "a");
+  const [file, args] = launcher(root, command, opts);
+  const child = spawn(file, args, { stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  return child;
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""DHCP and TFTP for network boot on the provisioning network (container of Deployment
+ironic-dnsmasq, deployed at boot only when the site names a provisioning network).
+
+It answers only on $PROVISIONING_INTERFACE, from the range $DHCP_RANGE (first-last), no
+DNS. A machine's firmware gets iPXE over TFTP (BIOS: undionly.kpxe; UEFI: snponly.efi,
+from Debian's ipxe); iPXE then gets Ironic's boot.ipxe over HTTP from the boot-file
+server on $PROVISIONING_IP:6180, which sends each node where Ironic wants it.
+"""
+import ipaddress
+import os
+import sys
+
+
+def fail(message):
+    print(f"ironic-dnsmasq: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def setting(name):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        fail(f"${name} is not set: the provisioning network is off (site.yaml 'provisioning:'), and this container runs only when it is on")
+    return value
+
+
+interface = setting("PROVISIONING_INTERFACE")
+address = ipaddress.ip_interface(setting("PROVISIONING_ADDRESS"))
+first, _, last = setting("DHCP_RANGE").partition("-")
+for value in (first, last):
+    if ipaddress.ip_address(value) not in address.network:
+        fail(f"DHCP range {first}-{last} is not inside the provisioning network {address.network}")
+http_port = os.environ.get("IRONIC_HTTP_PORT", "6180")
+state = os.environ.get("DNSMASQ_STATE_DIR", "/var/lib/dnsmasq")
+os.makedirs(state, exist_ok=True)
+
+conf = f"""# Written by dnsmasq-start from the site's provisioning settings.
+port=0
+pid-file=
+interface={interface}
+bind-dynamic
+except-interface=lo
+dhcp-range={first},{last},{address.network.netmask},1h
+dhcp-authoritative
+dhcp-leasefile={state}/dnsmasq.leases
+dhcp-option=option:router
+dhcp-option=option:dns-server
+log-dhcp
+enable-tftp
+tftp-root=/usr/lib/ipxe
+dhcp-match=set:ipxe,175
+dhcp-userclass=set:ipxe,iPXE
+dhcp-match=set:efi,option:client-arch,7
+dhcp-match=set:efi,option:client-arch,9
+dhcp-boot=tag:!ipxe,tag:!efi,undionly.kpxe
+dhcp-boot=tag:!ipxe,tag:efi,snponly.efi
+dhcp-boot=tag:ipxe,http://{address.ip}:{http_port}/boot.ipxe
+"""
+path = os.path.join(state, "dnsmasq.conf")
+with open(path, "w") as f:
+    f.write(conf)
+print(f"ironic-dnsmasq: DHCP {first}-{last} and TFTP on {interface} ({address}); iPXE chains to http://{address.ip}:{http_port}/boot.ipxe", flush=True)
+os.execv("/usr/sbin/dnsmasq", ["dnsmasq", "--keep-in-foreground", "--log-facility=-", f"--conf-file={path}", "--user=root", "--group=root"])
