@@ -83,4 +83,23 @@ result = subprocess.run([sys.executable, "-c", dbsync, CONF, action], env=env)
 if result.returncode != 0:
     fail(f"ironic-dbsync {action} failed (exit {result.returncode}); see the lines above")
 
-os.execve(sys.executable, [sys.executable, "-c", "import sys; from ironic.cmd.singleprocess import main; sys.argv = ['ironic', '--config-file', sys.argv[1]]; sys.exit(main())", CONF], env)
+# Debian's Ironic 29.0.5 sets a node's parent_node to the node itself on every PATCH that
+# does not name parent_node (api/controllers/v1/utils.authorize_node_link_patch returns the
+# node when the field is absent, and the caller stores its uuid). The baremetal-operator
+# patches every node it registers, after which Ironic refuses to power it on ("parent_node
+# <itself> is presently locked"). Until Debian's Ironic is fixed, a patch that does not
+# touch the field leaves it alone (ports and port groups still get their node back).
+RUN_IRONIC = """
+import sys
+from ironic.api.controllers.v1 import utils
+_link_patch = utils.authorize_node_link_patch
+def authorize_node_link_patch(orig_node, patch, field_name):
+    if field_name == "parent_node" and not utils.get_patch_values(patch, "/parent_node"):
+        return None
+    return _link_patch(orig_node, patch, field_name)
+utils.authorize_node_link_patch = authorize_node_link_patch
+from ironic.cmd.singleprocess import main
+sys.argv = ["ironic", "--config-file", sys.argv[1]]
+sys.exit(main())
+"""
+os.execve(sys.executable, [sys.executable, "-c", RUN_IRONIC, CONF], env)
