@@ -15,6 +15,8 @@ declare -A tools=(
   [openssl]=openssl [gzip]=gzip [time]=time [chromium]=chromium
   [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg [xorriso]=xorriso
   [bwrap]=bubblewrap
+  # npm run e2e:metal3: the emulated servers' libvirt (test/helpers/libvirt.ts)
+  [libvirtd]=libvirt-daemon [virsh]=libvirt-clients
 )
 # data-only packages, checked by a file they ship
 declare -A files=(
@@ -23,6 +25,8 @@ declare -A files=(
   [/usr/share/OVMF/OVMF_CODE_4M.fd]=ovmf
   [/usr/share/keyrings/debian-archive-keyring.gpg]=debian-archive-keyring
   [/usr/lib/python3/dist-packages/yaml/__init__.py]=python3-yaml
+  [/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so]=libvirt-daemon-driver-qemu
+  [/usr/lib/python3/dist-packages/libvirt.py]=python3-libvirt
 )
 
 missing=()

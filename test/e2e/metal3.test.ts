@@ -1,0 +1,325 @@
+/**
+ * `npm run e2e:metal3`: Metal3 and Ironic inspect a compute node and put Linux on it,
+ * offline, on emulated hardware. Everything runs in a network namespace of its own (the
+ * npm script starts the run under `unshare --net`): loopback, and the provisioning
+ * network, a bridge with the appliance's provisioning address (172.22.0.1/24) and the
+ * compute node VM's NIC on it. Nothing routes anywhere else.
+ *
+ * Real, from the build: the baremetal-operator and Metal3's CRDs, Ironic with its
+ * boot-file server (nginx, 6180) and its DHCP/TFTP server (dnsmasq-start), each run with
+ * bubblewrap on its image's root as the appliance's pods run them; the deploy ramdisk
+ * (images/ipa-ramdisk) and the compute nodes' OS image (images/compute-node) on a file
+ * server at the URLs the appliance uses; a kube-apiserver; the BPA's SSH key and
+ * cloud-init user-data Secret (bpa/controller/ssh.ts), given to the BareMetalHost.
+ * Emulated: the server (a libvirt/QEMU VM, TCG here: no KVM) and its BMC (sushy-tools'
+ * Redfish emulator in front of libvirt, test/helpers/bmc-emulator.ts); the file server is
+ * Python's http.server over the build's file-server trees (the appliance's is nginx).
+ *
+ * What it shows, with the time of each state: a BareMetalHost goes registering →
+ * inspecting → available → provisioning → provisioned, with the hardware the deploy
+ * ramdisk found in Metal3's HardwareData; a wrong image checksum first ends in Metal3's
+ * provisioning error (the cause in status.errorMessage), corrected it deploys; the node
+ * then boots its OS image from its disk and answers SSH with the BPA's key. A second host
+ * with a wrong BMC password ends in registration error and disturbs nothing.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { execa } from "execa";
+import yaml from "js-yaml";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig, type BpaConfig } from "../../bpa/config/config.js";
+import { ensureSshKey } from "../../bpa/controller/ssh.js";
+import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeLogger } from "../../bpa/controller/log.js";
+import { sshObjectNames } from "../../bpa/jobs/objects.js";
+import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { buildContent } from "../../builder/images/pipeline.js";
+import { buildOsImages } from "../../builder/images/os.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
+import { stagesDir } from "../../builder/pipeline.js";
+import { FILES_ROOT } from "../../builder/stages/files.js";
+import { OS_IMAGES_PATH, readOsImage } from "../../builder/stages/os-image.js";
+import { BOOT_FILES_PATH, readRamdisk } from "../../builder/stages/ramdisk.js";
+import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
+import { REPO } from "../helpers/cli.js";
+import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
+import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+
+const HOUR = 60 * 60_000;
+const BMO_IMAGE = "quay.io/metal3-io/baremetal-operator:v0.13.2";
+const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:29.0.5";
+const NAMESPACE = "site-a";
+const BRIDGE = "prov0";
+const ADDRESS = "172.22.0.1/24";
+const APPLIANCE = "172.22.0.1";
+const DHCP_RANGE = "172.22.0.10-172.22.0.20";
+const BMC_PORT = 8000;
+const BMC_USER = "admin";
+const BMC_PASSWORD = `bmc-${Math.random().toString(36).slice(2)}`;
+const NODE = { name: "node-0", uuid: randomUUID(), mac: "52:54:00:22:10:01", cpus: 2, memoryMiB: 2048, diskGiB: 10 };
+const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
+const hwApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };
+
+const started = Date.now();
+const phases: string[] = [];
+function phase(what: string): void {
+  const line = `[${((Date.now() - started) / 60_000).toFixed(1).padStart(5)} min] ${what}`;
+  phases.push(line);
+  console.log(`e2e:metal3 ${line}`);
+}
+
+interface Host {
+  metadata: { name: string };
+  status?: { operationalStatus?: string; errorType?: string; errorMessage?: string; poweredOn?: boolean; provisioning?: { state?: string } };
+}
+
+let work: string;
+let kube: KubeTestServer;
+let kc: KubeConfig;
+let c: Clients;
+let libvirt: Libvirt;
+let bmc: Bmc;
+let osImage: { url: string; sha256: string };
+let ironicRoot: string;
+let bmoRoot: string;
+const servers: { name: string; log: string; child: { exitCode?: number | null; kill: () => boolean } }[] = [];
+let fileServer: ChildProcess | undefined;
+
+async function tail(log: string, chars = 3000): Promise<string> {
+  return (await readFile(log, "utf8").catch(() => "")).slice(-chars);
+}
+
+/** Polls `probe`; fails at once when one of the test's servers exited, naming it with its log. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 3000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    for (const s of servers) if (typeof s.child.exitCode === "number") throw new Error(`${s.name} exited (${s.child.exitCode}) while waiting for ${what}:\n${await tail(s.log)}`);
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`no ${what} within ${Math.round(timeoutMs / 60_000)} min`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+function startServer(name: string, root: string, command: string[], opts: Parameters<typeof startInImage>[3]) {
+  const log = join(work, `${name}.log`);
+  servers.push({ name, log, child: startInImage(root, command, log, { hostNetwork: true, ...opts }) });
+}
+
+async function host(name: string): Promise<Host> {
+  return (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name })) as Host;
+}
+
+async function shippedConfig(): Promise<BpaConfig> {
+  const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
+  return parseConfig(yaml.load(configMap.data["config.yaml"]!), "manifests/bpa/config.yaml");
+}
+
+/** The settings the appliance gives the baremetal-operator (its ConfigMap), with this run's Ironic. */
+async function operatorSettings(): Promise<Record<string, string>> {
+  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/baremetal-operator.yaml"), "utf8")) as { kind: string; data?: Record<string, string> }[];
+  return docs.find((d) => d.kind === "ConfigMap")!.data!;
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-e2e-metal3-"));
+  // The provisioning network: this process's own namespace (unshare --net), a bridge with the appliance's address.
+  await execa("ip", ["link", "set", "lo", "up"]);
+  await execa("ip", ["link", "add", BRIDGE, "type", "bridge"]);
+  await execa("ip", ["addr", "add", ADDRESS, "dev", BRIDGE]);
+  await execa("ip", ["link", "set", BRIDGE, "up"]);
+
+  const definition = await loadDefinition(DEFAULT_DEFINITION);
+  const lock = await loadLock(DEFAULT_LOCK);
+  const [computeNode, ramdisk] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node", "ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
+  const os = await readOsImage(computeNode!.image!);
+  const ipa = await readRamdisk(ramdisk!.image!);
+  const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  ironicRoot = join(work, "ironic-root");
+  bmoRoot = join(work, "bmo-root");
+  await unpackImage(content.images!.dir, IRONIC_IMAGE, ironicRoot);
+  await unpackImage(content.images!.dir, BMO_IMAGE, bmoRoot);
+  for (const dir of ["var/lib/ironic", "var/lib/dnsmasq", "auth"]) await mkdir(join(ironicRoot, dir), { recursive: true });
+  await mkdir(join(bmoRoot, "opt/metal3/auth"), { recursive: true });
+  await writeFile(join(bmoRoot, "kubeconfig"), "");
+
+  // The file server's tree as the appliance lays it out: boot/ (the ramdisk) and os-images/.
+  const files = join(work, "files");
+  await mkdir(files);
+  await symlink(join(ramdisk!.image!.dir, "tree", FILES_ROOT, BOOT_FILES_PATH), join(files, BOOT_FILES_PATH));
+  await symlink(join(computeNode!.image!.dir, "tree", FILES_ROOT, OS_IMAGES_PATH), join(files, OS_IMAGES_PATH));
+  fileServer = spawn("python3", ["-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", files], { stdio: "ignore" });
+  osImage = { url: `http://${APPLIANCE}:8080/${os.path}`, sha256: os.sha256 };
+  phase(`build outputs ready: OS image ${(os.size / 1024 / 1024).toFixed(0)} MiB, deploy ramdisk ${(ipa.initramfs.size / 1024 / 1024).toFixed(0)} MiB`);
+
+  kube = await startKubeTestServer();
+  kc = new KubeConfig();
+  kc.loadFromFile(kube.kubeconfigPath);
+  c = makeClients(kc);
+  // Every CRD of Metal3's (the operator watches more than BareMetalHost and HardwareData).
+  const extensions = kc.makeApiClient(ApiextensionsV1Api);
+  for (const text of Object.values((await readMetal3Manifests()).crds)) {
+    for (const body of yaml.loadAll(text).filter(Boolean) as V1CustomResourceDefinition[]) await extensions.createCustomResourceDefinition({ body });
+  }
+  await until("Metal3's CRDs established", async () => {
+    const list = await extensions.listCustomResourceDefinition();
+    const metal3 = list.items.filter((crd) => crd.spec.group === "metal3.io");
+    return metal3.length > 0 && metal3.every((crd) => crd.status?.conditions?.some((cond) => cond.type === "Established" && cond.status === "True")) ? metal3.length : undefined;
+  }, 120_000, 1000);
+  await c.core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+
+  // Ironic's credentials, as Secret ironic-credentials is mounted in both pods.
+  const auth = join(work, "auth/ironic");
+  await mkdir(auth, { recursive: true });
+  await writeFile(join(auth, "username"), "metal3");
+  await writeFile(join(auth, "password"), `ironic-${Math.random().toString(36).slice(2)}`);
+  const state = join(work, "ironic-state");
+  await mkdir(state);
+  const provisioning = { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE };
+  startServer("ironic", ironicRoot, ["/usr/local/bin/ironic-start"], { binds: { [state]: "/var/lib/ironic", [join(work, "auth")]: "/auth" }, env: { IRONIC_STATE_DIR: "/var/lib/ironic", IRONIC_CREDENTIALS_DIR: "/auth/ironic", ...provisioning } });
+  startServer("httpd", ironicRoot, ["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/ironic/httpd.conf"], { binds: { [state]: "/var/lib/ironic" } });
+  const leases = join(work, "dnsmasq");
+  await mkdir(leases);
+  startServer("dnsmasq", ironicRoot, ["/usr/local/bin/dnsmasq-start"], { binds: { [leases]: "/var/lib/dnsmasq" }, env: provisioning, caps: ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE"] });
+  await until("Ironic's API", async () => ((await fetch("http://127.0.0.1:6385/")).ok ? true : undefined), HOUR / 2);
+  phase("Ironic, its boot-file server and DHCP running");
+
+  const kubeconfig = join(work, "kubeconfig");
+  await writeFile(kubeconfig, await readFile(kube.kubeconfigPath, "utf8"));
+  const settings = await operatorSettings();
+  startServer("baremetal-operator", bmoRoot, ["/baremetal-operator", `--namespace=${NAMESPACE}`, "--webhook-port=0", "--metrics-addr=0", "--health-addr=127.0.0.1:9440"], {
+    binds: { [kubeconfig]: "/kubeconfig", [join(work, "auth")]: "/opt/metal3/auth" },
+    env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: "http://127.0.0.1:6385/v1/", DEPLOY_KERNEL_URL: settings.DEPLOY_KERNEL_URL!, DEPLOY_RAMDISK_URL: settings.DEPLOY_RAMDISK_URL!, POD_NAMESPACE: NAMESPACE, POD_NAME: "bmo-e2e" },
+  });
+
+  libvirt = await startLibvirt(work);
+  bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD });
+  const disk = join(work, `${NODE.name}.qcow2`);
+  await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${NODE.diskGiB}G`]);
+  const xml = join(work, `${NODE.name}.xml`);
+  await writeFile(xml, domainXml({ ...NODE, disk, bridge: BRIDGE, console: join(work, `${NODE.name}.console.log`), type: "qemu" }));
+  await execa("virsh", ["-c", libvirt.uri, "define", xml]);
+  phase(`libvirt, the Redfish BMC emulator and the powered-off server ${NODE.name} ready`);
+
+  const log = makeLogger({ level: "warn", fields: { op: "e2e-metal3" } });
+  await ensureSshKey(c, await shippedConfig(), log, NAMESPACE);
+  await c.core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name: "bmc" }, stringData: { username: BMC_USER, password: BMC_PASSWORD } } });
+  await c.core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name: "bmc-wrong" }, stringData: { username: BMC_USER, password: "not-the-password" } } });
+}, 2 * HOUR);
+
+afterAll(async () => {
+  console.log(`e2e:metal3 phases:\n${phases.join("\n")}`);
+  await libvirt?.stop();
+  await bmc?.stop();
+  for (const s of servers) s.child.kill();
+  fileServer?.kill();
+  await kube?.stop();
+  await execa("ip", ["link", "del", BRIDGE], { reject: false });
+  if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
+});
+
+describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
+  it("a host with a wrong BMC password ends in registration error with the BMC's answer", { timeout: HOUR / 2 }, async () => {
+    await c.custom.createNamespacedCustomObject({
+      ...bmhApi,
+      namespace: NAMESPACE,
+      body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "wrong-password" }, spec: { online: true, bootMACAddress: "52:54:00:22:10:99", bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`, credentialsName: "bmc-wrong" } } },
+    });
+    const failed = await until("registration error for the wrong password", async () => {
+      const h = await host("wrong-password");
+      return h.status?.errorType === "registration error" ? h : undefined;
+    }, HOUR / 2);
+    phase(`wrong BMC password: registration error: ${failed.status!.errorMessage}`);
+    expect(failed.status!.operationalStatus).toBe("error");
+    expect(failed.status!.errorMessage).toMatch(/401|[Uu]nauthori[sz]ed|[Aa]uthentication|[Aa]ccess denied|credentials/);
+    // It did not touch the server behind that BMC.
+    expect((await execa("virsh", ["-c", libvirt.uri, "domstate", NODE.name])).stdout.trim()).toBe("shut off");
+    await c.custom.deleteNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: "wrong-password" });
+  });
+
+  it("a host is inspected, refuses an image with a wrong checksum, then deploys the OS image; the node answers SSH with the BPA's key", { timeout: 3 * HOUR }, async () => {
+    const userData = sshObjectNames(await shippedConfig()).userData;
+    await c.custom.createNamespacedCustomObject({
+      ...bmhApi,
+      namespace: NAMESPACE,
+      body: {
+        apiVersion: "metal3.io/v1alpha1",
+        kind: "BareMetalHost",
+        metadata: { name: NODE.name },
+        spec: {
+          online: true,
+          bootMACAddress: NODE.mac,
+          bootMode: "legacy",
+          bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`, credentialsName: "bmc" },
+          rootDeviceHints: { deviceName: "/dev/vda" },
+          automatedCleaningMode: "disabled",
+          userData: { name: userData, namespace: NAMESPACE },
+          // First a checksum that does not match: the deployment must fail and say so.
+          image: { url: osImage.url, checksum: "0".repeat(64), checksumType: "sha256", format: "qcow2" },
+        },
+      },
+    });
+    let last = "";
+    const stateWatch = async (wanted: string[], timeoutMs: number, stopOnError = true) =>
+      until(`the host in ${wanted.join(" or ")}`, async () => {
+        const h = await host(NODE.name);
+        const state = h.status?.provisioning?.state ?? "";
+        if (state !== last) {
+          phase(`${NODE.name}: ${state || "(new)"}${h.status?.errorType ? ` (${h.status.errorType}: ${h.status.errorMessage})` : ""}`);
+          last = state;
+        }
+        if (stopOnError && h.status?.errorType && !wanted.includes("error")) throw new Error(`${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${await tail(join(work, `${NODE.name}.console.log`))}`);
+        return wanted.includes(state) ? h : undefined;
+      }, timeoutMs, 5000);
+
+    await stateWatch(["available"], 2 * HOUR);
+    const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: NODE.name })) as { spec: { hardware: { cpu: { count: number }; ramMebibytes: number; nics: { mac: string; model?: string; ip?: string }[]; storage: { name: string; sizeBytes: number; serialNumber?: string }[] } } };
+    expect(hw.spec.hardware.cpu.count).toBe(NODE.cpus);
+    expect(hw.spec.hardware.ramMebibytes).toBe(NODE.memoryMiB);
+    expect(hw.spec.hardware.nics.map((n) => n.mac)).toContain(NODE.mac);
+    expect(hw.spec.hardware.storage.find((d) => d.serialNumber === `${NODE.name}-disk`)?.sizeBytes).toBe(NODE.diskGiB * 1024 ** 3);
+    phase(`inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`);
+
+    const failed = await until("the wrong checksum's provisioning error", async () => {
+      const h = await host(NODE.name);
+      if (h.status?.provisioning?.state !== last) phase(`${NODE.name}: ${(last = h.status?.provisioning?.state ?? "")}`);
+      return h.status?.errorType === "provisioning error" ? h : undefined;
+    }, 2 * HOUR, 5000);
+    phase(`wrong checksum: provisioning error: ${failed.status!.errorMessage}`);
+    expect(failed.status!.errorMessage).toMatch(/checksum|[Cc]hecksum/);
+
+    await c.custom.patchNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NODE.name, body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } } }, { headers: { "Content-Type": "application/merge-patch+json" } } as never);
+    phase("checksum corrected");
+    const provisioned = await stateWatch(["provisioned"], 2 * HOUR, false);
+    expect(provisioned.status!.errorType ?? "").toBe("");
+    expect(provisioned.status!.poweredOn).toBe(true);
+
+    // The node boots its disk: cloud-init takes the BPA's key from the config drive Ironic wrote.
+    const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: sshObjectNames(await shippedConfig()).privateKey });
+    const keyFile = join(work, "bpa-key");
+    await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
+    // The installed OS asks DHCP with its own client id: its lease may be a new one beside the ramdisk's.
+    const addresses = async () => (await readFile(join(work, "dnsmasq/dnsmasq.leases"), "utf8")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === NODE.mac).map((f) => f[2]!);
+    const ssh = (address: string, command: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", `root@${address}`, command], { reject: false, all: true });
+    let address = "";
+    const answer = await until("SSH to the provisioned node with the BPA's key", async () => {
+      for (const candidate of await addresses()) {
+        const r = await ssh(candidate, "cloud-init status --wait >/dev/null; hostname; lsblk -ndo NAME,SIZE /dev/vda; findmnt -no SOURCE /");
+        if (r.exitCode === 0) {
+          address = candidate;
+          return String(r.all);
+        }
+      }
+      return undefined;
+    }, HOUR, 10_000);
+    phase(`node answers SSH at ${address}: ${answer.replace(/\n/g, " | ")}`);
+    expect(answer).toMatch(/vda/);
+    expect(answer).toMatch(/\/dev\/vda\d/);
+  });
+});
