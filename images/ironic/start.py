@@ -91,6 +91,7 @@ if result.returncode != 0:
 # touch the field leaves it alone (ports and port groups still get their node back).
 RUN_IRONIC = """
 import sys
+import ironic.cmd  # first: it monkey-patches for eventlet before anything imports ssl
 from ironic.api.controllers.v1 import utils
 _link_patch = utils.authorize_node_link_patch
 def authorize_node_link_patch(orig_node, patch, field_name):

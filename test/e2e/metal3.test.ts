@@ -278,7 +278,8 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
         return wanted.includes(state) ? h : undefined;
       }, timeoutMs, 5000);
 
-    await stateWatch(["available"], 2 * HOUR);
+    // Inspected: Metal3 wrote the HardwareData (the host passes "available" on its way to provisioning, perhaps between two looks).
+    await stateWatch(["available", "provisioning"], 2 * HOUR);
     const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: NODE.name })) as { spec: { hardware: { cpu: { count: number }; ramMebibytes: number; nics: { mac: string; model?: string; ip?: string }[]; storage: { name: string; sizeBytes: number; serialNumber?: string }[] } } };
     expect(hw.spec.hardware.cpu.count).toBe(NODE.cpus);
     expect(hw.spec.hardware.ramMebibytes).toBe(NODE.memoryMiB);
