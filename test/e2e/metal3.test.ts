@@ -33,7 +33,7 @@ import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig, type BpaConfig } from "../../bpa/config/config.js";
 import { ensureSshKey } from "../../bpa/controller/ssh.js";
-import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeClients, mergePatch, type Clients } from "../../bpa/controller/kube.js";
 import { makeLogger } from "../../bpa/controller/log.js";
 import { sshObjectNames } from "../../bpa/jobs/objects.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
@@ -295,7 +295,7 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     phase(`wrong checksum: provisioning error: ${failed.status!.errorMessage}`);
     expect(failed.status!.errorMessage).toMatch(/checksum|[Cc]hecksum/);
 
-    await c.custom.patchNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NODE.name, body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } } }, { headers: { "Content-Type": "application/merge-patch+json" } } as never);
+    await c.custom.patchNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NODE.name, body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } } }, mergePatch);
     phase("checksum corrected");
     const provisioned = await stateWatch(["provisioned"], 2 * HOUR, false);
     expect(provisioned.status!.errorType ?? "").toBe("");
