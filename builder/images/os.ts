@@ -15,7 +15,7 @@ import { runStage, type StageResult } from "../stage.js";
 import { debianSource } from "../stages/image-debian.js";
 import { osImageStage, osRootfsStage, readOsImage, type OsFile } from "../stages/os-image.js";
 import { ramdiskStage, readRamdisk } from "../stages/ramdisk.js";
-import { ensurePythonTree } from "../sources/pypi.js";
+import { ensurePythonTree, pythonTreeCopies } from "../sources/pypi.js";
 import { log } from "../log.js";
 import { loadRecipe, type Recipe } from "./recipe.js";
 
@@ -41,15 +41,7 @@ async function pythonFiles(recipe: Recipe): Promise<{ files: OsFile[]; packages:
   if (!recipe.python) return { files: [], packages: [] };
   const { requirements, version } = recipe.python;
   const tree = await ensurePythonTree(join(recipe.dir, requirements), version, `OS image ${recipe.name}`, (message) => log("os-image", `${recipe.name}: ${message}`));
-  // The tree is a pure function of the hash-pinned requirements: its cache key stands for its content.
-  const key = tree.dir.split("/").pop()!;
-  return {
-    files: [
-      { from: tree.sitePackages, to: `/usr/local/lib/python${version}/dist-packages`, mode: "0755", sha256: `${key}:site-packages`, directory: true },
-      { from: tree.bin, to: "/usr/local/bin", mode: "0755", sha256: `${key}:bin`, directory: true },
-    ],
-    packages: tree.packages,
-  };
+  return { files: pythonTreeCopies(tree, version).map((copy) => ({ ...copy, mode: "0755", directory: true })), packages: tree.packages };
 }
 
 async function recipeFiles(recipe: Recipe): Promise<OsFile[]> {

@@ -11,7 +11,7 @@ import { sha256File } from "../cache.js";
 import { UserError } from "../errors.js";
 import { log } from "../log.js";
 import { artifactPaths, pinnedModuleDir, type EnsureOptions } from "../sources/index.js";
-import { ensurePythonTree } from "../sources/pypi.js";
+import { ensurePythonTree, pythonTreeCopies } from "../sources/pypi.js";
 import type { LayerFile } from "../oci/layer.js";
 import type { ImageConfig } from "../oci/layout.js";
 import type { CompileProgram } from "../stages/image-debian.js";
@@ -182,10 +182,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         const { requirements, version } = recipe.python;
         if (base === "scratch") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
         const tree = await ensurePythonTree(join(recipe.dir, requirements), version, image.ref, (message) => log("images", `${recipe.name}: ${message}`));
-        // The tree is a pure function of the hash-pinned requirements: its cache key stands for its content.
-        const key = tree.dir.split("/").pop()!;
-        files.push({ from: tree.sitePackages, to: `/usr/local/lib/python${version}/dist-packages`, sha256: `${key}:site-packages` });
-        files.push({ from: tree.bin, to: "/usr/local/bin", sha256: `${key}:bin` });
+        files.push(...pythonTreeCopies(tree, version));
         pythonPackages = tree.packages;
       }
       planned.recipe = {

@@ -97,3 +97,12 @@ export async function ensurePythonTree(requirementsFile: string, python: string,
   await rename(work, dir);
   return tree;
 }
+
+/** Where a tree goes in an image's root: its site-packages and its console scripts, each named by the tree's key (a pure function of the hash-pinned requirements). */
+export function pythonTreeCopies(tree: PythonTree, python: string): { from: string; to: string; sha256: string }[] {
+  const key = tree.dir.split("/").pop()!;
+  return [
+    { from: tree.sitePackages, to: `/usr/local/lib/python${python}/dist-packages`, sha256: `${key}:site-packages` },
+    { from: tree.bin, to: "/usr/local/bin", sha256: `${key}:bin` },
+  ];
+}

@@ -16,7 +16,7 @@
  * data in Ironic (CPU, RAM, NIC with PCI ids, disk).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -30,9 +30,9 @@ import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { readRamdisk, type RamdiskFiles } from "../../builder/stages/ramdisk.js";
-import { inImage, startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { logTail, startIronicPod, unpackIronic, untilServersUp, type IronicPod } from "../helpers/ironic-pod.js";
+import { inImage } from "../helpers/oci-rootfs.js";
 
-const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:29.0.5";
 const NETNS = `icn-netboot-${process.pid}`;
 const BRIDGE = "prov0";
 const TAP = "node0";
@@ -44,12 +44,10 @@ const DISK_SERIAL = "ICN-NETBOOT-DISK";
 const CPUS = 2;
 const MEMORY_MIB = 2048;
 const NODE_TIMEOUT_S = 1800;
-const password = `pw-${Math.random().toString(36).slice(2)}`;
 
 let work: string;
 let files: RamdiskFiles;
-let ironicRoot: string;
-const processes: { name: string; log: string; child: { exitCode?: number | null; kill: () => boolean } }[] = [];
+let pod: IronicPod;
 let fileServer: ChildProcess | undefined;
 
 const ip = (...args: string[]) => execa("ip", args);
@@ -57,7 +55,7 @@ const inNetns = (...args: string[]) => execa("ip", ["netns", "exec", NETNS, ...a
 
 /** Ironic's API inside the namespace, with the credentials it was started with. */
 async function ironic<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }> {
-  const args = ["-s", "-w", "\\n%{http_code}", "-X", method, "-u", `metal3:${password}`, "-H", "X-OpenStack-Ironic-API-Version: 1.89", "-H", "Content-Type: application/json", ...(body ? ["-d", JSON.stringify(body)] : []), `http://${APPLIANCE}:6385${path}`];
+  const args = ["-s", "-w", "\\n%{http_code}", "-X", method, "-u", `metal3:${pod.password}`, "-H", "X-OpenStack-Ironic-API-Version: 1.89", "-H", "Content-Type: application/json", ...(body ? ["-d", JSON.stringify(body)] : []), `http://${APPLIANCE}:6385${path}`];
   const result = await inNetns("curl", ...args);
   const lines = result.stdout.split("\n");
   const status = Number(lines.pop());
@@ -65,27 +63,11 @@ async function ironic<T = Record<string, unknown>>(method: string, path: string,
   return { status, json: (text ? JSON.parse(text) : {}) as T };
 }
 
-async function logOf(name: string): Promise<string> {
-  const p = processes.find((q) => q.name === name);
-  return p ? (await readFile(p.log, "utf8").catch(() => "")).slice(-4000) : "";
-}
-
-/** Polls until `probe` returns a value; fails at once when a server of the test exited. */
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutS: number, everyMs = 2000): Promise<T> {
-  const deadline = Date.now() + timeoutS * 1000;
-  for (;;) {
-    for (const p of processes) if (typeof p.child.exitCode === "number") throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${await logOf(p.name)}`);
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutS} s`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
-function start(name: string, command: string[], opts: Parameters<typeof startInImage>[3]) {
-  const log = join(work, `${name}.log`);
-  processes.push({ name, log, child: startInImage(ironicRoot, command, log, { netns: NETNS, ...opts }) });
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutS: number, everyMs = 2000) => untilServersUp(pod.servers, what, probe, timeoutS * 1000, everyMs);
+const logOf = async (name: string) => {
+  const server = pod.servers.find((s) => s.name === name);
+  return server ? logTail(server) : "";
+};
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-netboot-"));
@@ -95,9 +77,7 @@ beforeAll(async () => {
   const [ramdisk] = await buildOsImages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
   files = await readRamdisk(ramdisk!.image!);
   const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
-  ironicRoot = join(work, "ironic-root");
-  await unpackImage(content.images!.dir, IRONIC_IMAGE, ironicRoot);
-  for (const dir of ["var/lib/ironic", "var/lib/dnsmasq", "auth"]) await mkdir(join(ironicRoot, dir), { recursive: true });
+  const ironicRoot = await unpackIronic(content.images!.dir, work);
 
   // The provisioning network: a bridge with the appliance's address, the node's tap on it, nothing else.
   await ip("netns", "add", NETNS);
@@ -112,34 +92,19 @@ beforeAll(async () => {
   const served = join(ramdisk!.image!.dir, "tree", FILES_ROOT);
   fileServer = spawn("ip", ["netns", "exec", NETNS, "python3", "-m", "http.server", "8080", "--bind", "127.0.0.1", "--directory", served], { stdio: "ignore" });
 
-  const auth = join(work, "auth/ironic");
-  await mkdir(auth, { recursive: true });
-  await writeFile(join(auth, "username"), "metal3");
-  await writeFile(join(auth, "password"), password);
-  const state = join(work, "ironic-state");
-  await mkdir(state);
-  const provisioning = { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE };
-  start("ironic", ["/usr/local/bin/ironic-start"], {
-    binds: { [state]: "/var/lib/ironic", [join(work, "auth")]: "/auth" },
-    env: {
-      IRONIC_STATE_DIR: "/var/lib/ironic",
-      IRONIC_CREDENTIALS_DIR: "/auth/ironic",
-      ...provisioning,
-      // No BMC in this test: a node whose power and boot-device calls do nothing.
-      OS_DEFAULT__ENABLED_HARDWARE_TYPES: "ipmi,redfish,fake-hardware",
-      OS_DEFAULT__ENABLED_POWER_INTERFACES: "ipmitool,redfish,fake",
-      OS_DEFAULT__ENABLED_MANAGEMENT_INTERFACES: "ipmitool,redfish,noop,fake",
-    },
+  pod = await startIronicPod({
+    root: ironicRoot,
+    work,
+    network: { netns: NETNS },
+    provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE },
+    // No BMC in this test: a node whose power and boot-device calls do nothing.
+    env: { OS_DEFAULT__ENABLED_HARDWARE_TYPES: "ipmi,redfish,fake-hardware", OS_DEFAULT__ENABLED_POWER_INTERFACES: "ipmitool,redfish,fake", OS_DEFAULT__ENABLED_MANAGEMENT_INTERFACES: "ipmitool,redfish,noop,fake" },
   });
-  start("httpd", ["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/ironic/httpd.conf"], { binds: { [state]: "/var/lib/ironic" } });
-  const leases = join(work, "dnsmasq");
-  await mkdir(leases);
-  start("dnsmasq", ["/usr/local/bin/dnsmasq-start"], { binds: { [leases]: "/var/lib/dnsmasq" }, env: provisioning, caps: ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE"] });
   await until("Ironic's API", async () => ((await ironic("GET", "/v1/nodes").catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 900);
 }, 60 * 60_000);
 
 afterAll(async () => {
-  for (const p of processes) p.child.kill();
+  for (const server of pod?.servers ?? []) server.child.kill();
   fileServer?.kill();
   await execa("ip", ["netns", "delete", NETNS], { reject: false });
   if (work) await rm(work, { recursive: true, force: true });
@@ -148,7 +113,7 @@ afterAll(async () => {
 describe("network boot on the provisioning network", () => {
   it("serves Ironic's boot files read-only, without listings, and DHCP only on the provisioning interface", async () => {
     const code = async (...args: string[]) => (await inNetns("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", ...args)).stdout;
-    await until("the boot-file server", async () => ((await code(`http://${APPLIANCE}:6180/`)) === "403" ? true : undefined), 120, 1000);
+    await until("the boot-file server", async () => ((await code(`http://${APPLIANCE}:6180/`).catch(() => "")) === "403" ? true : undefined), 120, 1000);
     expect(await code("-X", "PUT", "-d", "x", `http://${APPLIANCE}:6180/written-by-a-stranger`)).toBe("403");
     expect(await code("-X", "POST", "-d", "x", `http://${APPLIANCE}:6180/`)).toBe("403");
     const sockets = (await inNetns("ss", "-lnup")).stdout;
@@ -157,7 +122,7 @@ describe("network boot on the provisioning network", () => {
     for (const line of sockets.split("\n").filter((l) => l.includes("dnsmasq"))) expect(line).toMatch(new RegExp(`%${BRIDGE}\\b|${APPLIANCE.replace(/\./g, "\\.")}:`));
     expect(sockets).not.toMatch(/:53\s.*dnsmasq/);
     // A range outside the network is refused with what is wrong, before anything listens.
-    const bad = await inImage(ironicRoot, ["/usr/local/bin/dnsmasq-start"], { env: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE: "10.0.0.5-10.0.0.9" } });
+    const bad = await inImage(pod.root, ["/usr/local/bin/dnsmasq-start"], { env: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE: "10.0.0.5-10.0.0.9" } });
     expect(bad.exitCode).toBe(2);
     expect(bad.all).toMatch(/DHCP range 10\.0\.0\.5-10\.0\.0\.9 is not inside the provisioning network 172\.22\.0\.0\/24/);
   });
@@ -246,7 +211,7 @@ describe("network boot on the provisioning network", () => {
       expect(properties).toMatchObject({ cpu_arch: "x86_64" });
       const ports = (await ironic<{ ports: { address: string }[] }>("GET", `/v1/ports?node=${node}`)).json.ports;
       expect(ports.map((p) => p.address)).toEqual([MAC]);
-      const leases = await readFile(join(work, "dnsmasq/dnsmasq.leases"), "utf8");
+      const leases = await readFile(pod.leases!, "utf8");
       expect(leases).toContain(MAC);
       console.log(`network boot (${vm.accel}): inspect wait after ${inspectWait}; ${Object.entries(milestones).map(([k, v]) => `${k} ${v}`).join(", ")}; inspected (manageable) after ${at()}`);
     } finally {

@@ -49,11 +49,11 @@ import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiser
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { REPO } from "../helpers/cli.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
+import { startIronicPod, unpackIronic, untilServersUp, type Server } from "../helpers/ironic-pod.js";
 import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
 
 const HOUR = 60 * 60_000;
 const BMO_IMAGE = "quay.io/metal3-io/baremetal-operator:v0.13.2";
-const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:29.0.5";
 const NAMESPACE = "site-a";
 const BRIDGE = "prov0";
 const ADDRESS = "172.22.0.1/24";
@@ -86,31 +86,17 @@ let c: Clients;
 let libvirt: Libvirt;
 let bmc: Bmc;
 let osImage: { url: string; sha256: string };
-let ironicRoot: string;
 let bmoRoot: string;
-const servers: { name: string; log: string; child: { exitCode?: number | null; kill: () => boolean } }[] = [];
+let leases: string;
+const servers: Server[] = [];
 let fileServer: ChildProcess | undefined;
 
 async function tail(log: string, chars = 3000): Promise<string> {
   return (await readFile(log, "utf8").catch(() => "")).slice(-chars);
 }
 
-/** Polls `probe`; fails at once when one of the test's servers exited, naming it with its log. */
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 3000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    for (const s of servers) if (typeof s.child.exitCode === "number") throw new Error(`${s.name} exited (${s.child.exitCode}) while waiting for ${what}:\n${await tail(s.log)}`);
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${Math.round(timeoutMs / 60_000)} min`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
-function startServer(name: string, root: string, command: string[], opts: Parameters<typeof startInImage>[3]) {
-  const log = join(work, `${name}.log`);
-  servers.push({ name, log, child: startInImage(root, command, log, { hostNetwork: true, ...opts }) });
-}
+/** Polls `probe`; fails at once when one of the test's servers exited (with its log), or with what `probe` throws. */
+const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 3000) => untilServersUp(servers, what, probe, timeoutMs, everyMs);
 
 async function host(name: string): Promise<Host> {
   return (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name })) as Host;
@@ -141,11 +127,9 @@ beforeAll(async () => {
   const os = await readOsImage(computeNode!.image!);
   const ipa = await readRamdisk(ramdisk!.image!);
   const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
-  ironicRoot = join(work, "ironic-root");
+  const ironicRoot = await unpackIronic(content.images!.dir, work);
   bmoRoot = join(work, "bmo-root");
-  await unpackImage(content.images!.dir, IRONIC_IMAGE, ironicRoot);
   await unpackImage(content.images!.dir, BMO_IMAGE, bmoRoot);
-  for (const dir of ["var/lib/ironic", "var/lib/dnsmasq", "auth"]) await mkdir(join(ironicRoot, dir), { recursive: true });
   await mkdir(join(bmoRoot, "opt/metal3/auth"), { recursive: true });
   await writeFile(join(bmoRoot, "kubeconfig"), "");
 
@@ -174,29 +158,21 @@ beforeAll(async () => {
   }, 120_000, 1000);
   await c.core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
 
-  // Ironic's credentials, as Secret ironic-credentials is mounted in both pods.
-  const auth = join(work, "auth/ironic");
-  await mkdir(auth, { recursive: true });
-  await writeFile(join(auth, "username"), "metal3");
-  await writeFile(join(auth, "password"), `ironic-${Math.random().toString(36).slice(2)}`);
-  const state = join(work, "ironic-state");
-  await mkdir(state);
-  const provisioning = { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE };
-  startServer("ironic", ironicRoot, ["/usr/local/bin/ironic-start"], { binds: { [state]: "/var/lib/ironic", [join(work, "auth")]: "/auth" }, env: { IRONIC_STATE_DIR: "/var/lib/ironic", IRONIC_CREDENTIALS_DIR: "/auth/ironic", ...provisioning } });
-  startServer("httpd", ironicRoot, ["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/ironic/httpd.conf"], { binds: { [state]: "/var/lib/ironic" } });
-  const leases = join(work, "dnsmasq");
-  await mkdir(leases);
-  startServer("dnsmasq", ironicRoot, ["/usr/local/bin/dnsmasq-start"], { binds: { [leases]: "/var/lib/dnsmasq" }, env: provisioning, caps: ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE"] });
-  await until("Ironic's API", async () => ((await fetch("http://127.0.0.1:6385/")).ok ? true : undefined), HOUR / 2);
+  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE } });
+  servers.push(...pod.servers);
+  leases = pod.leases!;
+  await until("Ironic's API", async () => ((await fetch("http://127.0.0.1:6385/").catch(() => undefined))?.ok ? true : undefined), HOUR / 2);
   phase("Ironic, its boot-file server and DHCP running");
 
   const kubeconfig = join(work, "kubeconfig");
   await writeFile(kubeconfig, await readFile(kube.kubeconfigPath, "utf8"));
   const settings = await operatorSettings();
-  startServer("baremetal-operator", bmoRoot, ["/baremetal-operator", `--namespace=${NAMESPACE}`, "--webhook-port=0", "--metrics-addr=0", "--health-addr=127.0.0.1:9440"], {
-    binds: { [kubeconfig]: "/kubeconfig", [join(work, "auth")]: "/opt/metal3/auth" },
+  const bmoLog = join(work, "baremetal-operator.log");
+  servers.push({ name: "baremetal-operator", log: bmoLog, child: startInImage(bmoRoot, ["/baremetal-operator", `--namespace=${NAMESPACE}`, "--webhook-port=0", "--metrics-addr=0", "--health-addr=127.0.0.1:9440"], bmoLog, {
+    binds: { [kubeconfig]: "/kubeconfig", [pod.auth]: "/opt/metal3/auth" },
     env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: "http://127.0.0.1:6385/v1/", DEPLOY_KERNEL_URL: settings.DEPLOY_KERNEL_URL!, DEPLOY_RAMDISK_URL: settings.DEPLOY_RAMDISK_URL!, POD_NAMESPACE: NAMESPACE, POD_NAME: "bmo-e2e" },
-  });
+    hostNetwork: true,
+  }) });
 
   libvirt = await startLibvirt(work);
   bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD });
@@ -306,8 +282,8 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     const keyFile = join(work, "bpa-key");
     await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
     // The installed OS asks DHCP with its own client id: its lease may be a new one beside the ramdisk's.
-    const addresses = async () => (await readFile(join(work, "dnsmasq/dnsmasq.leases"), "utf8")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === NODE.mac).map((f) => f[2]!);
-    const ssh = (address: string, command: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", `root@${address}`, command], { reject: false, all: true });
+    const addresses = async () => (await readFile(leases, "utf8").catch(() => "")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === NODE.mac).map((f) => f[2]!);
+    const ssh = (address: string, command: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, command], { reject: false, all: true });
     let address = "";
     const answer = await until("SSH to the provisioned node with the BPA's key", async () => {
       for (const candidate of await addresses()) {

@@ -20,11 +20,11 @@ import { buildContent } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/pipeline.js";
 import { freePort } from "../../builder/registry/server.js";
+import { startIronicPod, unpackIronic } from "../helpers/ironic-pod.js";
 import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, clients, kubeConfig, newNamespace, waitFor } from "./bpa/helpers.js";
 
 const BMO = "quay.io/metal3-io/baremetal-operator:v0.13.2";
-const IRONIC = "bootstrap.icn:5000/icn/ironic:29.0.5";
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 
 const kc = kubeConfig();
@@ -32,7 +32,8 @@ const c = clients(kc);
 let work: string;
 let ns: string;
 let ironicPort: number;
-const password = `pw-${Math.random().toString(36).slice(2)}`;
+let password: string;
+let auth: string;
 const processes: { kill: () => boolean }[] = [];
 let bmo: { exitCode?: number | null; kill: () => boolean };
 let bmoLog: string;
@@ -62,28 +63,17 @@ beforeAll(async () => {
   const lock = await loadLock(DEFAULT_LOCK);
   const content = await buildContent({ definition: await loadDefinition(DEFAULT_DEFINITION), lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
   const bmoRoot = join(work, "bmo-root");
-  const ironicRoot = join(work, "ironic-root");
   await unpackImage(content.images!.dir, BMO, bmoRoot);
-  await unpackImage(content.images!.dir, IRONIC, ironicRoot);
+  const ironicRoot = await unpackIronic(content.images!.dir, work);
   // Mount points, as the container runtime makes them for the pods' volumes.
-  await mkdir(join(ironicRoot, "var/lib/ironic"), { recursive: true });
-  await mkdir(join(ironicRoot, "auth"), { recursive: true });
   await mkdir(join(bmoRoot, "opt/metal3/auth"), { recursive: true });
   await writeFile(join(bmoRoot, "kubeconfig"), "");
 
-  // The credentials Secret as the pods mount it: one file per key.
-  const auth = join(work, "auth/ironic");
-  await mkdir(auth, { recursive: true });
-  await writeFile(join(auth, "username"), "metal3");
-  await writeFile(join(auth, "password"), password);
-  const state = join(work, "ironic-state");
-  await mkdir(state);
   ironicPort = await freePort();
-  const ironic = startInImage(ironicRoot, ["/usr/local/bin/ironic-start"], join(work, "ironic.log"), {
-    hostNetwork: true,
-    binds: { [state]: "/var/lib/ironic", [join(work, "auth")]: "/auth" },
-    env: { IRONIC_STATE_DIR: "/var/lib/ironic", IRONIC_CREDENTIALS_DIR: "/auth/ironic", IRONIC_IP: "127.0.0.1", IRONIC_LISTEN_IP: "127.0.0.1", OS_API__PORT: String(ironicPort) },
-  });
+  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, env: { IRONIC_IP: "127.0.0.1", IRONIC_LISTEN_IP: "127.0.0.1", OS_API__PORT: String(ironicPort) } });
+  password = pod.password;
+  auth = pod.auth;
+  const ironic = pod.servers[0]!.child;
   processes.push(ironic);
   await waitForIronic(ironic, join(work, "ironic.log"));
 
@@ -92,7 +82,7 @@ beforeAll(async () => {
   bmoLog = join(work, "bmo.log");
   bmo = startInImage(bmoRoot, ["/baremetal-operator", `--namespace=${ns}`, "--webhook-port=0", "--metrics-addr=0", `--health-addr=127.0.0.1:${await freePort()}`], join(work, "bmo.log"), {
       hostNetwork: true,
-      binds: { [kubeconfig]: "/kubeconfig", [join(work, "auth")]: "/opt/metal3/auth" },
+      binds: { [kubeconfig]: "/kubeconfig", [auth]: "/opt/metal3/auth" },
       env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: `http://127.0.0.1:${ironicPort}/v1/`, POD_NAMESPACE: ns, POD_NAME: "bmo-test" },
   });
   processes.push(bmo);

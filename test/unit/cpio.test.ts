@@ -62,7 +62,8 @@ async function convert(exclude?: (path: string) => boolean) {
   out.on("data", (c: Buffer) => chunks.push(c));
   const result = await tarToCpio(archive, out, { epoch: EPOCH, exclude, take: (p) => p.startsWith("boot/vmlinuz-") });
   out.end();
-  return { result, entries: readNewc(Buffer.concat(chunks)) };
+  const bytes = Buffer.concat(chunks);
+  return { result, bytes, entries: readNewc(bytes) };
 }
 
 describe("a root tar as a newc initramfs", () => {
@@ -97,7 +98,8 @@ describe("a root tar as a newc initramfs", () => {
   it("is the same bytes every time", async () => {
     const a = await convert();
     const b = await convert();
-    expect(Buffer.concat(a.entries.map((e) => Buffer.from(`${e.name}:${e.ino}:${e.mtime}:${e.data.toString("hex")}`)))).toEqual(Buffer.concat(b.entries.map((e) => Buffer.from(`${e.name}:${e.ino}:${e.mtime}:${e.data.toString("hex")}`))));
+    expect(a.bytes.length).toBeGreaterThan(0);
+    expect(a.bytes.equals(b.bytes)).toBe(true);
   });
 
   it("fails naming the entry when a hard link's target was left out", async () => {
