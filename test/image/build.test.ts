@@ -120,7 +120,7 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(/name: metal3-baremetal-operator[\s\S]*baremetalhosts/);
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(/image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/);
     // Ironic's deploy ramdisk on the file server, where the baremetal-operator's settings point.
-    for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"]) expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}\n$`));
+    for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"]) expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}$`)); // execa strips the final newline
     // What the appliance serves to kubespray, for the BPA: the build's pins as a ConfigMap applied at first boot.
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml")).toMatch(/name: bpa-kubespray-pins[\s\S]*kubeadm_checksums:/);
   });
