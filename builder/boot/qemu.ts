@@ -58,6 +58,11 @@ export interface BootOptions {
   failurePattern?: RegExp;
   /** Boot from the tap NIC (its firmware's iPXE ROM) instead of the disk, which stays attached. */
   networkBoot?: boolean;
+  /**
+   * Network-boot with the firmware's own PXE client (OVMF's), as a server's firmware does:
+   * the NIC gets no option ROM, so no iPXE until the DHCP server hands one out.
+   */
+  firmwarePxe?: boolean;
   /** Run QEMU in this network namespace (`ip netns exec`; a tap device there). */
   netns?: string;
 }
@@ -134,7 +139,7 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.networkBoot ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
   }
   if (options.tap) {
-    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}`);
+    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}${options.firmwarePxe ? ",romfile=" : ""}`);
   } else {
     // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
     const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");

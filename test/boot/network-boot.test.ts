@@ -13,7 +13,11 @@
  * no BMC here (the BMC emulator's turn is the whole-deployment e2e), so the test powers
  * the VM on itself when Ironic waits for the node. The chain is otherwise the product's:
  * DHCP → iPXE → Ironic's boot.ipxe → the node's iPXE script → the agent → inspection
- * data in Ironic (CPU, RAM, NIC with PCI ids, disk).
+ * data in Ironic (CPU, RAM, NIC with PCI ids, disk). QEMU's NIC option ROM is iPXE
+ * itself, so that node skips the TFTP step. A second node, with UEFI firmware (OVMF) and
+ * no option ROM, network-boots as a server's firmware does: its own PXE client gets
+ * snponly.efi over TFTP, that iPXE gets Ironic's script, and the deploy kernel starts;
+ * from the kernel on nothing depends on the firmware.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -36,6 +40,8 @@ import { inImage } from "../helpers/oci-rootfs.js";
 const NETNS = `icn-netboot-${process.pid}`;
 const BRIDGE = "prov0";
 const TAP = "node0";
+const UEFI_TAP = "node1";
+const UEFI_MAC = "52:54:00:22:00:02";
 const ADDRESS = "172.22.0.1/24";
 const APPLIANCE = "172.22.0.1";
 const DHCP_RANGE = "172.22.0.10-172.22.0.20";
@@ -87,6 +93,8 @@ beforeAll(async () => {
   await inNetns("ip", "link", "set", BRIDGE, "up");
   await inNetns("ip", "tuntap", "add", "dev", TAP, "mode", "tap");
   await inNetns("ip", "link", "set", TAP, "master", BRIDGE, "up");
+  await inNetns("ip", "tuntap", "add", "dev", UEFI_TAP, "mode", "tap");
+  await inNetns("ip", "link", "set", UEFI_TAP, "master", BRIDGE, "up");
 
   // The appliance's file server, as far as Ironic needs it: the deploy ramdisk at its URL on loopback.
   const served = join(ramdisk!.image!.dir, "tree", FILES_ROOT);
@@ -128,29 +136,7 @@ describe("network boot on the provisioning network", () => {
   });
 
   it("a node with a blank disk boots from its NIC, runs the deploy ramdisk and is inspected by Ironic", { timeout: (NODE_TIMEOUT_S + 300) * 1000 }, async () => {
-    const created = await ironic<{ uuid: string }>("POST", "/v1/nodes", {
-      name: "node-0",
-      driver: "fake-hardware",
-      boot_interface: "ipxe",
-      inspect_interface: "agent",
-      deploy_interface: "direct",
-      driver_info: { deploy_kernel: `http://127.0.0.1:8080/${files.kernel.path}`, deploy_ramdisk: `http://127.0.0.1:8080/${files.initramfs.path}` },
-    });
-    expect(created.status, JSON.stringify(created.json)).toBe(201);
-    const node = created.json.uuid;
-    expect((await ironic("POST", "/v1/ports", { node_uuid: node, address: MAC, pxe_enabled: true })).status).toBe(201);
-    const state = async () => (await ironic<{ provision_state: string; last_error: string | null }>("GET", `/v1/nodes/${node}`)).json;
-    expect((await ironic("PUT", `/v1/nodes/${node}/states/provision`, { target: "manage" })).status).toBe(202);
-    await until("the node manageable", async () => ((await state()).provision_state === "manageable" ? true : undefined), 300);
-    const started = Date.now();
-    const at = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
-    expect((await ironic("PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" })).status).toBe(202);
-    // Ironic has written the node's iPXE script and "powered it on": the test does the powering.
-    await until("Ironic waiting for the node (inspect wait)", async () => {
-      const s = await state();
-      if (s.provision_state === "inspect failed") throw new Error(`inspection failed before the node booted: ${s.last_error}`);
-      return s.provision_state === "inspect wait" ? true : undefined;
-    }, 600);
+    const { node, state, at } = await nodeWaitingForInspection("node-0", MAC);
     const inspectWait = at();
     // Ironic has rendered its iPXE entry script and the node's own script (by MAC) into http_root, served on 6180.
     const script = (await inNetns("curl", "-sf", `http://${APPLIANCE}:6180/boot.ipxe`)).stdout;
@@ -218,4 +204,66 @@ describe("network boot on the provisioning network", () => {
       await vm.stop?.();
     }
   });
+
+  it("a node with UEFI firmware gets snponly.efi over TFTP, and iPXE chains to Ironic's script and the deploy kernel", { timeout: 1200_000 }, async () => {
+    const { at } = await nodeWaitingForInspection("node-uefi", UEFI_MAC);
+    const disk = join(work, "uefi-node-disk.qcow2");
+    await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, "1G"]);
+    const vm: BootResult = await bootImage({
+      image: disk,
+      diskSize: "1G",
+      firmware: "uefi",
+      cpus: 1,
+      memoryMiB: MEMORY_MIB,
+      timeoutSeconds: 900,
+      keepRunning: true,
+      netns: NETNS,
+      tap: { ifname: UEFI_TAP, mac: UEFI_MAC },
+      networkBoot: true,
+      firmwarePxe: true,
+      // The kernel Ironic's script named, started by iPXE's EFI build: the chain is done.
+      readyPattern: /Linux version \S+/,
+      failurePattern: /Kernel panic.*/,
+    });
+    try {
+      const dnsmasq = await readFile(pod.servers.find((server) => server.name === "dnsmasq")!.log, "utf8");
+      expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}\n--- dnsmasq:\n${dnsmasq}`).toBe(true);
+      // OVMF's PXE client (client-arch 7, no iPXE tag) was offered snponly.efi and fetched it over TFTP; that iPXE then got Ironic's script.
+      expect(dnsmasq).toMatch(/vendor class: PXEClient:Arch:00007.*\n(?:.*\n)*?.*tags: efi, prov0\s*\n(?:.*\n)*?.*bootfile-name\s+snponly\.efi/);
+      expect(dnsmasq).toMatch(/sent \S*snponly\.efi to 172\.22\.0\.\d+/);
+      expect(dnsmasq).toMatch(/tags: ipxe, efi, prov0\s*\n(?:.*\n)*?.*bootfile-name\s+http:\/\/172\.22\.0\.1:6180\/boot\.ipxe/);
+      expect(await readFile(pod.leases!, "utf8")).toContain(UEFI_MAC);
+      console.log(`UEFI network boot (${vm.accel}): the deploy kernel running after ${at()}`);
+    } finally {
+      await vm.stop?.();
+    }
+  });
 });
+
+/** An Ironic node for `mac` (fake-hardware, iPXE, the agent's inspection), moved to inspect wait: its iPXE script is written and Ironic waits for it. */
+async function nodeWaitingForInspection(name: string, mac: string) {
+  const created = await ironic<{ uuid: string }>("POST", "/v1/nodes", {
+    name,
+    driver: "fake-hardware",
+    boot_interface: "ipxe",
+    inspect_interface: "agent",
+    deploy_interface: "direct",
+    driver_info: { deploy_kernel: `http://127.0.0.1:8080/${files.kernel.path}`, deploy_ramdisk: `http://127.0.0.1:8080/${files.initramfs.path}` },
+  });
+  expect(created.status, JSON.stringify(created.json)).toBe(201);
+  const node = created.json.uuid;
+  expect((await ironic("POST", "/v1/ports", { node_uuid: node, address: mac, pxe_enabled: true })).status).toBe(201);
+  const state = async () => (await ironic<{ provision_state: string; last_error: string | null }>("GET", `/v1/nodes/${node}`)).json;
+  expect((await ironic("PUT", `/v1/nodes/${node}/states/provision`, { target: "manage" })).status).toBe(202);
+  await until(`${name} manageable`, async () => ((await state()).provision_state === "manageable" ? true : undefined), 300);
+  const started = Date.now();
+  const at = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
+  expect((await ironic("PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" })).status).toBe(202);
+  // Ironic has written the node's iPXE script and "powered it on": the test does the powering.
+  await until(`Ironic waiting for ${name} (inspect wait)`, async () => {
+    const s = await state();
+    if (s.provision_state === "inspect failed") throw new Error(`inspection failed before the node booted: ${s.last_error}`);
+    return s.provision_state === "inspect wait" ? true : undefined;
+  }, 600);
+  return { node, state, at };
+}
