@@ -20,7 +20,10 @@
  * ramdisk found in Metal3's HardwareData; a wrong image checksum first ends in Metal3's
  * provisioning error (the cause in status.errorMessage), corrected it deploys; the node
  * then boots its OS image from its disk and answers SSH with the BPA's key. A second host
- * with a wrong BMC password ends in registration error and disturbs nothing.
+ * with a wrong BMC password ends in registration error and disturbs nothing; a third,
+ * whose NIC is on a network without the appliance's DHCP (it never network-boots), ends in
+ * inspection error when Ironic's inspection wait runs out (shortened here, by the
+ * environment oslo.config reads, from the appliance's 30 minutes to INSPECT_WAIT_S).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -56,6 +59,9 @@ const HOUR = 60 * 60_000;
 const BMO_IMAGE = "quay.io/metal3-io/baremetal-operator:v0.13.2";
 const NAMESPACE = "site-a";
 const BRIDGE = "prov0";
+/** A network without DHCP or anything else of the appliance's. */
+const DEAD_BRIDGE = "dead0";
+const INSPECT_WAIT_S = 300;
 const ADDRESS = "172.22.0.1/24";
 const APPLIANCE = "172.22.0.1";
 const DHCP_RANGE = "172.22.0.10-172.22.0.20";
@@ -63,6 +69,7 @@ const BMC_PORT = 8000;
 const BMC_USER = "admin";
 const BMC_PASSWORD = `bmc-${Math.random().toString(36).slice(2)}`;
 const NODE = { name: "node-0", uuid: randomUUID(), mac: "52:54:00:22:10:01", cpus: 2, memoryMiB: 2048, diskGiB: 10 };
+const NO_PXE_NODE = { name: "node-no-pxe", uuid: randomUUID(), mac: "52:54:00:22:10:02", cpus: 1, memoryMiB: 512, diskGiB: 1 };
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 const hwApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };
 
@@ -120,6 +127,8 @@ beforeAll(async () => {
   await execa("ip", ["link", "add", BRIDGE, "type", "bridge"]);
   await execa("ip", ["addr", "add", ADDRESS, "dev", BRIDGE]);
   await execa("ip", ["link", "set", BRIDGE, "up"]);
+  await execa("ip", ["link", "add", DEAD_BRIDGE, "type", "bridge"]);
+  await execa("ip", ["link", "set", DEAD_BRIDGE, "up"]);
 
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
@@ -158,7 +167,7 @@ beforeAll(async () => {
   }, 120_000, 1000);
   await c.core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
 
-  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE } });
+  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, env: { OS_CONDUCTOR__INSPECT_WAIT_TIMEOUT: String(INSPECT_WAIT_S) }, provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE } });
   servers.push(...pod.servers);
   leases = pod.leases!;
   await until("Ironic's API", async () => ((await fetch("http://127.0.0.1:6385/").catch(() => undefined))?.ok ? true : undefined), HOUR / 2);
@@ -176,12 +185,14 @@ beforeAll(async () => {
 
   libvirt = await startLibvirt(work);
   bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD });
-  const disk = join(work, `${NODE.name}.qcow2`);
-  await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${NODE.diskGiB}G`]);
-  const xml = join(work, `${NODE.name}.xml`);
-  await writeFile(xml, domainXml({ ...NODE, disk, bridge: BRIDGE, console: join(work, `${NODE.name}.console.log`), type: "qemu" }));
-  await execa("virsh", ["-c", libvirt.uri, "define", xml]);
-  phase(`libvirt, the Redfish BMC emulator and the powered-off server ${NODE.name} ready`);
+  for (const [node, bridge] of [[NODE, BRIDGE], [NO_PXE_NODE, DEAD_BRIDGE]] as const) {
+    const disk = join(work, `${node.name}.qcow2`);
+    await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${node.diskGiB}G`]);
+    const xml = join(work, `${node.name}.xml`);
+    await writeFile(xml, domainXml({ ...node, disk, bridge, console: join(work, `${node.name}.console.log`), type: "qemu" }));
+    await execa("virsh", ["-c", libvirt.uri, "define", xml]);
+  }
+  phase(`libvirt, the Redfish BMC emulator and the powered-off servers ${NODE.name} and ${NO_PXE_NODE.name} ready`);
 
   const log = makeLogger({ level: "warn", fields: { op: "e2e-metal3" } });
   await ensureSshKey(c, await shippedConfig(), log, NAMESPACE);
@@ -196,7 +207,7 @@ afterAll(async () => {
   for (const s of servers) s.child.kill();
   fileServer?.kill();
   await kube?.stop();
-  await execa("ip", ["link", "del", BRIDGE], { reject: false });
+  for (const bridge of [BRIDGE, DEAD_BRIDGE]) await execa("ip", ["link", "del", bridge], { reject: false });
   if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
 });
 
@@ -217,6 +228,28 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     // It did not touch the server behind that BMC.
     expect((await execa("virsh", ["-c", libvirt.uri, "domstate", NODE.name])).stdout.trim()).toBe("shut off");
     await c.custom.deleteNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: "wrong-password" });
+  });
+
+  it("a host that never network-boots ends in inspection error when Ironic's wait runs out", { timeout: HOUR / 2 }, async () => {
+    await c.custom.createNamespacedCustomObject({
+      ...bmhApi,
+      namespace: NAMESPACE,
+      body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: NO_PXE_NODE.name }, spec: { online: true, bootMACAddress: NO_PXE_NODE.mac, bootMode: "legacy", bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NO_PXE_NODE.uuid}`, credentialsName: "bmc" } } },
+    });
+    let poweredOn = false;
+    const failed = await until("inspection error for the host that never network-boots", async () => {
+      poweredOn ||= (await execa("virsh", ["-c", libvirt.uri, "domstate", NO_PXE_NODE.name])).stdout.trim() === "running";
+      const h = await host(NO_PXE_NODE.name);
+      return h.status?.errorType ? h : undefined;
+    }, HOUR / 2, 5000);
+    phase(`${NO_PXE_NODE.name}: ${failed.status!.errorType}: ${failed.status!.errorMessage}`);
+    expect(failed.status!.errorType).toBe("inspection error");
+    expect(failed.status!.errorMessage).toMatch(/timeout reached while inspecting/);
+    // Ironic did power it on to boot from the network, and the appliance's DHCP never heard from it.
+    expect(poweredOn).toBe(true);
+    expect(await readFile(leases, "utf8").catch(() => "")).not.toContain(NO_PXE_NODE.mac);
+    await c.custom.deleteNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NO_PXE_NODE.name });
+    await execa("virsh", ["-c", libvirt.uri, "destroy", NO_PXE_NODE.name], { reject: false });
   });
 
   it("a host is inspected, refuses an image with a wrong checksum, then deploys the OS image; the node answers SSH with the BPA's key", { timeout: 3 * HOUR }, async () => {
