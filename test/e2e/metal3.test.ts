@@ -247,7 +247,9 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     expect(failed.status!.errorMessage).toMatch(/timeout reached while inspecting/);
     // Ironic did power it on to boot from the network, and the appliance's DHCP never heard from it.
     expect(poweredOn).toBe(true);
-    expect(await readFile(leases, "utf8").catch(() => "")).not.toContain(NO_PXE_NODE.mac);
+    const dnsmasqLog = await readFile(servers.find((s) => s.name === "dnsmasq")!.log, "utf8");
+    expect(dnsmasqLog).toMatch(/DHCP, IP range 172\.22\.0\.10 -- 172\.22\.0\.20/); // the log is the running server's (log-dhcp: it logs every request it hears)
+    expect(dnsmasqLog + (await readFile(leases, "utf8").catch(() => ""))).not.toContain(NO_PXE_NODE.mac);
     await c.custom.deleteNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NO_PXE_NODE.name });
     await execa("virsh", ["-c", libvirt.uri, "destroy", NO_PXE_NODE.name], { reject: false });
   });
