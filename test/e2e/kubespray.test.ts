@@ -58,6 +58,7 @@ import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { REPO } from "../helpers/cli.js";
+import { phaseLog } from "../helpers/phases.js";
 import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/job-standin.js";
 import { unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
@@ -99,13 +100,7 @@ const PROVISIONING = "cluster-a";
 const CLOUD_INIT_DONE = /Cloud-init v\. \S+ finished at .*Datasource (\S+)/;
 const HOUR = 3600_000;
 
-const started = Date.now();
-const phases: string[] = [];
-function phase(what: string): void {
-  const line = `[${((Date.now() - started) / 60_000).toFixed(1).padStart(5)} min] ${what}`;
-  phases.push(line);
-  console.log(`e2e:kubespray ${line}`);
-}
+const { phase, summary: phaseSummary } = phaseLog("e2e:kubespray");
 
 let work: string;
 let content: ContentResult;
@@ -330,7 +325,7 @@ beforeAll(async () => {
 }, 2 * HOUR);
 
 afterAll(async () => {
-  console.log(`e2e:kubespray phases:\n${phases.join("\n")}`);
+  console.log(phaseSummary());
   for (const vm of vms.values()) await vm.stop?.();
   await operator?.stop?.();
   await kube?.stop();

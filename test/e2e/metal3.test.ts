@@ -51,6 +51,7 @@ import { BOOT_FILES_PATH, readRamdisk } from "../../builder/stages/ramdisk.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { REPO } from "../helpers/cli.js";
+import { phaseLog } from "../helpers/phases.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { startIronicPod, unpackIronic, untilServersUp, type Server } from "../helpers/ironic-pod.js";
 import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
@@ -73,13 +74,7 @@ const NO_PXE_NODE = { name: "node-no-pxe", uuid: randomUUID(), mac: "52:54:00:22
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 const hwApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };
 
-const started = Date.now();
-const phases: string[] = [];
-function phase(what: string): void {
-  const line = `[${((Date.now() - started) / 60_000).toFixed(1).padStart(5)} min] ${what}`;
-  phases.push(line);
-  console.log(`e2e:metal3 ${line}`);
-}
+const { phase, summary: phaseSummary } = phaseLog("e2e:metal3");
 
 interface Host {
   metadata: { name: string };
@@ -201,7 +196,7 @@ beforeAll(async () => {
 }, 2 * HOUR);
 
 afterAll(async () => {
-  console.log(`e2e:metal3 phases:\n${phases.join("\n")}`);
+  console.log(phaseSummary());
   await libvirt?.stop();
   await bmc?.stop();
   for (const s of servers) s.child.kill();
