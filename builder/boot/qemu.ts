@@ -65,6 +65,8 @@ export interface BootOptions {
   firmwarePxe?: boolean;
   /** Run QEMU in this network namespace (`ip netns exec`; a tap device there). */
   netns?: string;
+  /** An ISO in a SATA CD-ROM drive, booted first (a BMC's virtual media); the disk stays attached. */
+  cdrom?: string;
 }
 
 export interface BootResult {
@@ -134,10 +136,11 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     args.push("-drive", `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, "-drive", `if=pflash,format=raw,file=${vars}`);
   }
   if (imageKind(options.image) === "usb") {
-    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0${options.serial ? `,serial=${options.serial}` : ""}`);
+    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=${options.cdrom ? 1 : 0}${options.serial ? `,serial=${options.serial}` : ""}`);
   } else {
-    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.networkBoot ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
+    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.networkBoot || options.cdrom ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
   }
+  if (options.cdrom) args.push("-drive", `if=none,id=cd,media=cdrom,readonly=on,format=raw,file=${options.cdrom}`, "-device", "ide-cd,drive=cd,bus=ide.0,bootindex=0");
   if (options.tap) {
     args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}${options.firmwarePxe ? ",romfile=" : ""}`);
   } else {

@@ -10,7 +10,8 @@
    $IRONIC_NODE_IP (the node's address, from the pod's status, on a site without a
    default route); the API listens on $IRONIC_LISTEN_IP
    (default: every address; basic auth guards all but the agent's lookup/heartbeat).
-3. The database schema (SQLite: created, or upgraded when it exists), then Ironic
+3. The EFI system partition image for UEFI virtual-media ISOs (make-esp), then the
+   database schema (SQLite: created, or upgraded when it exists), then Ironic
    (API + conductor).
 """
 import os
@@ -74,6 +75,11 @@ env.setdefault("OS_API__HOST_IP", os.environ.get("IRONIC_LISTEN_IP", "0.0.0.0"))
 env.setdefault("OS_DEPLOY__HTTP_URL", f"http://{ip}:{http_port}")
 env.setdefault("OS_SERVICE_CATALOG__ENDPOINT_OVERRIDE", f"http://{ip}:{api_port}")
 print(f"ironic-start: my_ip {env['OS_DEFAULT__MY_IP']}, API on {env['OS_API__HOST_IP']}:{api_port}, boot files at {env['OS_DEPLOY__HTTP_URL']}", flush=True)
+
+# Made at each start from the image's GRUB, so it always matches the image (a second, no secret in it).
+esp = subprocess.run(["/usr/local/bin/make-esp", os.path.join(state, "uefi-esp.img")], env=env)
+if esp.returncode != 0:
+    fail(f"make-esp failed (exit {esp.returncode}): UEFI hosts could not boot by Redfish virtual media; see the lines above")
 
 # A new SQLite database gets the current schema at once (SQLite cannot replay every
 # migration); an existing one (a restarted container on the same volume) is upgraded.
