@@ -71,6 +71,8 @@ const BMC_USER = "admin";
 const BMC_PASSWORD = `bmc-${Math.random().toString(36).slice(2)}`;
 const NODE = { name: "node-0", uuid: randomUUID(), mac: "52:54:00:22:10:01", cpus: 2, memoryMiB: 2048, diskGiB: 10 };
 const NO_PXE_NODE = { name: "node-no-pxe", uuid: randomUUID(), mac: "52:54:00:22:10:02", cpus: 1, memoryMiB: 512, diskGiB: 1 };
+const VMEDIA_NODE = { name: "node-vmedia", uuid: randomUUID(), mac: "52:54:00:22:10:03", cpus: 2, memoryMiB: 2048, diskGiB: 10, firmware: "uefi" as const };
+type Node = typeof NODE;
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 const hwApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };
 
@@ -113,6 +115,96 @@ async function shippedConfig(): Promise<BpaConfig> {
 async function operatorSettings(): Promise<Record<string, string>> {
   const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/baremetal-operator.yaml"), "utf8")) as { kind: string; data?: Record<string, string> }[];
   return docs.find((d) => d.kind === "ConfigMap")!.data!;
+}
+
+/** A BareMetalHost for `node` with the BPA's user-data (its SSH key), not cleaned, the OS on /dev/vda. */
+async function createHost(node: Node, opts: { bmcAddress: string; bootMode: "legacy" | "UEFI"; image: Record<string, string> }): Promise<void> {
+  await c.custom.createNamespacedCustomObject({
+    ...bmhApi,
+    namespace: NAMESPACE,
+    body: {
+      apiVersion: "metal3.io/v1alpha1",
+      kind: "BareMetalHost",
+      metadata: { name: node.name },
+      spec: {
+        online: true,
+        bootMACAddress: node.mac,
+        bootMode: opts.bootMode,
+        bmc: { address: opts.bmcAddress, credentialsName: "bmc" },
+        rootDeviceHints: { deviceName: "/dev/vda" },
+        automatedCleaningMode: "disabled",
+        userData: { name: sshObjectNames(await shippedConfig()).userData, namespace: NAMESPACE },
+        image: opts.image,
+      },
+    },
+  });
+}
+
+/** Logs each provisioning state a host passes through (with its time) and waits for some. */
+function stateWatcher(node: Node) {
+  let last = "";
+  const note = async () => {
+    const h = await host(node.name);
+    const state = h.status?.provisioning?.state ?? "";
+    if (state !== last) {
+      phase(`${node.name}: ${state || "(new)"}${h.status?.errorType ? ` (${h.status.errorType}: ${h.status.errorMessage})` : ""}`);
+      last = state;
+    }
+    return h;
+  };
+  return {
+    note,
+    until: (wanted: string[], timeoutMs: number, stopOnError = true, alsoEachTime?: () => Promise<void>) =>
+      until(`${node.name} in ${wanted.join(" or ")}`, async () => {
+        await alsoEachTime?.();
+        const h = await note();
+        if (stopOnError && h.status?.errorType) throw new Error(`${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${await tail(join(work, `${node.name}.console.log`))}`);
+        return wanted.includes(h.status?.provisioning?.state ?? "") ? h : undefined;
+      }, timeoutMs, 5000),
+  };
+}
+
+/** Metal3's HardwareData for `node` holds what the deploy ramdisk found: the VM's CPUs, memory, NIC and disk. */
+async function expectHardware(node: Node): Promise<void> {
+  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as { spec: { hardware: { cpu: { count: number }; ramMebibytes: number; nics: { mac: string; model?: string; ip?: string }[]; storage: { name: string; sizeBytes: number; serialNumber?: string }[] } } };
+  expect(hw.spec.hardware.cpu.count).toBe(node.cpus);
+  expect(hw.spec.hardware.ramMebibytes).toBe(node.memoryMiB);
+  expect(hw.spec.hardware.nics.map((n) => n.mac)).toContain(node.mac);
+  expect(hw.spec.hardware.storage.find((d) => d.serialNumber === `${node.name}-disk`)?.sizeBytes).toBe(node.diskGiB * 1024 ** 3);
+  phase(`${node.name} inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`);
+}
+
+/** Logs in to the provisioned `node` as root with the BPA's key (cloud-init took it from the config drive Ironic wrote) and runs `command`. */
+async function sshWithBpaKey(node: Node, command: string): Promise<string> {
+  const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: sshObjectNames(await shippedConfig()).privateKey });
+  const keyFile = join(work, "bpa-key");
+  await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
+  // The installed OS asks DHCP with its own client id: its lease may be a new one beside the ramdisk's.
+  const addresses = async () => (await readFile(leases, "utf8").catch(() => "")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === node.mac).map((f) => f[2]!);
+  const ssh = (address: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, `cloud-init status --wait >/dev/null; ${command}`], { reject: false, all: true });
+  let address = "";
+  const answer = await until(`SSH to ${node.name} with the BPA's key`, async () => {
+    for (const candidate of await addresses()) {
+      const r = await ssh(candidate);
+      if (r.exitCode === 0) {
+        address = candidate;
+        return String(r.all);
+      }
+    }
+    return undefined;
+  }, HOUR, 10_000);
+  phase(`${node.name} answers SSH at ${address}: ${answer.replace(/\n/g, " | ")}`);
+  return answer;
+}
+
+/** The DHCP transactions (dnsmasq's log-dhcp lines share their xid) in which `mac` asked as a PXE or iPXE client. */
+function pxeRequestsFrom(dnsmasqLog: string, mac: string): string[] {
+  const byXid = new Map<string, string[]>();
+  for (const line of dnsmasqLog.split("\n")) {
+    const xid = /dnsmasq-dhcp[^:]*: (\d+) /.exec(line)?.[1];
+    if (xid) byXid.set(xid, [...(byXid.get(xid) ?? []), line]);
+  }
+  return [...byXid.entries()].filter(([, lines]) => lines.some((l) => l.toLowerCase().includes(mac)) && lines.some((l) => /vendor class: PXEClient|user class: iPXE/.test(l))).map(([xid]) => xid);
 }
 
 beforeAll(async () => {
@@ -180,14 +272,14 @@ beforeAll(async () => {
 
   libvirt = await startLibvirt(work);
   bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD });
-  for (const [node, bridge] of [[NODE, BRIDGE], [NO_PXE_NODE, DEAD_BRIDGE]] as const) {
+  for (const [node, bridge] of [[NODE, BRIDGE], [NO_PXE_NODE, DEAD_BRIDGE], [VMEDIA_NODE, BRIDGE]] as const) {
     const disk = join(work, `${node.name}.qcow2`);
     await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${node.diskGiB}G`]);
     const xml = join(work, `${node.name}.xml`);
     await writeFile(xml, domainXml({ ...node, disk, bridge, console: join(work, `${node.name}.console.log`), type: "qemu" }));
     await execa("virsh", ["-c", libvirt.uri, "define", xml]);
   }
-  phase(`libvirt, the Redfish BMC emulator and the powered-off servers ${NODE.name} and ${NO_PXE_NODE.name} ready`);
+  phase(`libvirt, the Redfish BMC emulator and the powered-off servers ${NODE.name}, ${NO_PXE_NODE.name} and ${VMEDIA_NODE.name} (UEFI) ready`);
 
   const log = makeLogger({ level: "warn", fields: { op: "e2e-metal3" } });
   await ensureSshKey(c, await shippedConfig(), log, NAMESPACE);
@@ -250,52 +342,20 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
   });
 
   it("a host is inspected, refuses an image with a wrong checksum, then deploys the OS image; the node answers SSH with the BPA's key", { timeout: 3 * HOUR }, async () => {
-    const userData = sshObjectNames(await shippedConfig()).userData;
-    await c.custom.createNamespacedCustomObject({
-      ...bmhApi,
-      namespace: NAMESPACE,
-      body: {
-        apiVersion: "metal3.io/v1alpha1",
-        kind: "BareMetalHost",
-        metadata: { name: NODE.name },
-        spec: {
-          online: true,
-          bootMACAddress: NODE.mac,
-          bootMode: "legacy",
-          bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`, credentialsName: "bmc" },
-          rootDeviceHints: { deviceName: "/dev/vda" },
-          automatedCleaningMode: "disabled",
-          userData: { name: userData, namespace: NAMESPACE },
-          // First a checksum that does not match: the deployment must fail and say so.
-          image: { url: osImage.url, checksum: "0".repeat(64), checksumType: "sha256", format: "qcow2" },
-        },
-      },
+    await createHost(NODE, {
+      bmcAddress: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`,
+      bootMode: "legacy",
+      // First a checksum that does not match: the deployment must fail and say so.
+      image: { url: osImage.url, checksum: "0".repeat(64), checksumType: "sha256", format: "qcow2" },
     });
-    let last = "";
-    const stateWatch = async (wanted: string[], timeoutMs: number, stopOnError = true) =>
-      until(`the host in ${wanted.join(" or ")}`, async () => {
-        const h = await host(NODE.name);
-        const state = h.status?.provisioning?.state ?? "";
-        if (state !== last) {
-          phase(`${NODE.name}: ${state || "(new)"}${h.status?.errorType ? ` (${h.status.errorType}: ${h.status.errorMessage})` : ""}`);
-          last = state;
-        }
-        if (stopOnError && h.status?.errorType && !wanted.includes("error")) throw new Error(`${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${await tail(join(work, `${NODE.name}.console.log`))}`);
-        return wanted.includes(state) ? h : undefined;
-      }, timeoutMs, 5000);
-
+    const states = stateWatcher(NODE);
     // Inspected: Metal3 wrote the HardwareData (the host passes "available" on its way to provisioning, perhaps between two looks).
-    await stateWatch(["available", "provisioning"], 2 * HOUR);
-    const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: NODE.name })) as { spec: { hardware: { cpu: { count: number }; ramMebibytes: number; nics: { mac: string; model?: string; ip?: string }[]; storage: { name: string; sizeBytes: number; serialNumber?: string }[] } } };
-    expect(hw.spec.hardware.cpu.count).toBe(NODE.cpus);
-    expect(hw.spec.hardware.ramMebibytes).toBe(NODE.memoryMiB);
-    expect(hw.spec.hardware.nics.map((n) => n.mac)).toContain(NODE.mac);
-    expect(hw.spec.hardware.storage.find((d) => d.serialNumber === `${NODE.name}-disk`)?.sizeBytes).toBe(NODE.diskGiB * 1024 ** 3);
-    phase(`inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`);
+    await states.until(["available", "provisioning"], 2 * HOUR);
+    await expectHardware(NODE);
 
     const failed = await until("the wrong checksum's provisioning error", async () => {
+      await states.note();
       const h = await host(NODE.name);
-      if (h.status?.provisioning?.state !== last) phase(`${NODE.name}: ${(last = h.status?.provisioning?.state ?? "")}`);
       return h.status?.errorType === "provisioning error" ? h : undefined;
     }, 2 * HOUR, 5000);
     phase(`wrong checksum: provisioning error: ${failed.status!.errorMessage}`);
@@ -303,30 +363,42 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
 
     await c.custom.patchNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NODE.name, body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } } }, mergePatch);
     phase("checksum corrected");
-    const provisioned = await stateWatch(["provisioned"], 2 * HOUR, false);
+    const provisioned = await states.until(["provisioned"], 2 * HOUR, false);
     expect(provisioned.status!.errorType ?? "").toBe("");
     expect(provisioned.status!.poweredOn).toBe(true);
 
-    // The node boots its disk: cloud-init takes the BPA's key from the config drive Ironic wrote.
-    const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: sshObjectNames(await shippedConfig()).privateKey });
-    const keyFile = join(work, "bpa-key");
-    await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
-    // The installed OS asks DHCP with its own client id: its lease may be a new one beside the ramdisk's.
-    const addresses = async () => (await readFile(leases, "utf8").catch(() => "")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === NODE.mac).map((f) => f[2]!);
-    const ssh = (address: string, command: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, command], { reject: false, all: true });
-    let address = "";
-    const answer = await until("SSH to the provisioned node with the BPA's key", async () => {
-      for (const candidate of await addresses()) {
-        const r = await ssh(candidate, "cloud-init status --wait >/dev/null; hostname; lsblk -ndo NAME,SIZE /dev/vda; findmnt -no SOURCE /");
-        if (r.exitCode === 0) {
-          address = candidate;
-          return String(r.all);
-        }
-      }
-      return undefined;
-    }, HOUR, 10_000);
-    phase(`node answers SSH at ${address}: ${answer.replace(/\n/g, " | ")}`);
+    const answer = await sshWithBpaKey(NODE, "hostname; lsblk -ndo NAME,SIZE /dev/vda; findmnt -no SOURCE /");
     expect(answer).toMatch(/vda/);
+    expect(answer).toMatch(/\/dev\/vda\d/);
+    await execa("virsh", ["-c", libvirt.uri, "destroy", NODE.name], { reject: false });
+  });
+
+  it("a UEFI host whose BMC offers virtual media boots Ironic's ISO from it (no network boot), is inspected and deployed; it boots its OS by UEFI", { timeout: 3 * HOUR }, async () => {
+    await createHost(VMEDIA_NODE, {
+      bmcAddress: `redfish-virtualmedia+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${VMEDIA_NODE.uuid}`,
+      bootMode: "UEFI",
+      image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" },
+    });
+    const states = stateWatcher(VMEDIA_NODE);
+    // While the agent runs, the VM has Ironic's ISO as a CD-ROM, put there by the BMC's InsertMedia.
+    const cdroms = new Set<string>();
+    const lookForCdrom = async () => {
+      const xml = (await execa("virsh", ["-c", libvirt.uri, "dumpxml", VMEDIA_NODE.name], { reject: false })).stdout;
+      for (const m of xml.matchAll(/<disk type='file' device='cdrom'>[\s\S]*?<source file='([^']+)'/g)) cdroms.add(m[1]!);
+    };
+    await states.until(["available", "provisioning"], 2 * HOUR, true, lookForCdrom);
+    await expectHardware(VMEDIA_NODE);
+    const provisioned = await states.until(["provisioned"], 2 * HOUR, true, lookForCdrom);
+    expect(provisioned.status!.poweredOn).toBe(true);
+    phase(`${VMEDIA_NODE.name}: virtual media seen attached: ${[...cdroms].join(", ") || "(none)"}`);
+    expect(cdroms.size).toBeGreaterThan(0);
+    // It never network-booted: no PXE or iPXE request from it reached the appliance's DHCP.
+    const dnsmasqLog = await readFile(servers.find((s) => s.name === "dnsmasq")!.log, "utf8");
+    expect(pxeRequestsFrom(dnsmasqLog, VMEDIA_NODE.mac)).toEqual([]);
+    expect(pxeRequestsFrom(dnsmasqLog, NODE.mac).length).toBeGreaterThan(0); // the check can see one: node-0 network-booted
+
+    const answer = await sshWithBpaKey(VMEDIA_NODE, "hostname; test -d /sys/firmware/efi && echo booted-uefi; findmnt -no SOURCE /");
+    expect(answer).toMatch(/booted-uefi/);
     expect(answer).toMatch(/\/dev\/vda\d/);
   });
 });

@@ -2,8 +2,9 @@
  * A Redfish BMC for emulated servers: sushy-tools' emulator (PyPI, hash-pinned in
  * sushy-tools.requirements.txt) in front of a libvirt (test/helpers/libvirt.ts), on the
  * test's loopback, with HTTP basic auth from an htpasswd file (bcrypt, as it requires):
- * Ironic's redfish driver powers the VMs, sets their boot device and reads their state
- * through it, as it would a server's BMC.
+ * Ironic's redfish driver powers the VMs, sets their boot device and boot mode, reads their
+ * state and inserts virtual media (an ISO it downloads into libvirt's "default" pool and
+ * attaches as a CD-ROM) through it, as it would a server's BMC.
  *
  * Installed once into a venv of the build host's Debian python3 (system site packages:
  * Debian's python3-libvirt), kept in the build cache by the requirements' digest.
@@ -14,6 +15,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa, type ResultPromise } from "execa";
 import { cacheRoot } from "../../builder/cache.js";
+import { OVMF } from "./libvirt.js";
 
 const REQUIREMENTS = join(import.meta.dirname, "sushy-tools.requirements.txt");
 const PYTHON = "/usr/bin/python3";
@@ -55,6 +57,9 @@ export async function startBmc(opts: { work: string; libvirtUri: string; port: n
       `SUSHY_EMULATOR_LIBVIRT_URI = '${opts.libvirtUri}'`,
       `SUSHY_EMULATOR_AUTH_FILE = '${htpasswd}'`,
       "SUSHY_EMULATOR_IGNORE_BOOT_DEVICE = False",
+      // UEFI is the VMs' own OVMF (test/helpers/libvirt.ts), not sushy's default (Secure Boot code, 2 MiB variables).
+      `SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '${OVMF.code}'}, 'Legacy': {'x86_64': None}}`,
+      `SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM = '${OVMF.vars}'`,
       "",
     ].join("\n"),
   );

@@ -57,6 +57,11 @@ export async function startLibvirt(work: string): Promise<Libvirt> {
     if (Date.now() > deadline) throw new Error(`libvirtd did not answer on ${socket} within 60 s:\n${(await readFile(log, "utf8")).slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 500));
   }
+  // The "default" storage pool: where sushy-tools puts the ISOs a BMC's virtual media is given.
+  const pool = join(dir, "pool");
+  await mkdir(pool, { recursive: true });
+  await execa("virsh", ["-c", uri, "pool-define-as", "default", "dir", "--target", pool]);
+  await execa("virsh", ["-c", uri, "pool-start", "default"]);
   return {
     uri,
     log,
@@ -83,16 +88,23 @@ export interface DomainSpec {
   console: string;
   /** KVM when it works, else TCG ("qemu"). */
   type: "kvm" | "qemu";
+  /** UEFI: OVMF (Secure Boot off), its variables in `<disk>.VARS.fd`; default: BIOS (SeaBIOS). */
+  firmware?: "bios" | "uefi";
 }
+
+/** The UEFI firmware of the VMs, and what the BMC emulator sets when asked for UEFI (bmc-emulator.ts). */
+export const OVMF = { code: "/usr/share/OVMF/OVMF_CODE_4M.fd", vars: "/usr/share/OVMF/OVMF_VARS_4M.fd" };
 
 /** A server with a blank disk and one NIC, off, booting from the network first (its BMC changes that). */
 export function domainXml(d: DomainSpec): string {
+  const firmware = d.firmware === "uefi" ? `<loader readonly='yes' secure='no' type='pflash'>${OVMF.code}</loader><nvram template='${OVMF.vars}'>${d.disk}.VARS.fd</nvram>` : "";
   return `<domain type='${d.type}'>
   <name>${d.name}</name>
   <uuid>${d.uuid}</uuid>
   <memory unit='MiB'>${d.memoryMiB}</memory>
   <vcpu>${d.cpus}</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type><boot dev='network'/><boot dev='hd'/></os>
+  <os><type arch='x86_64' machine='q35'>hvm</type>${firmware}<boot dev='network'/><boot dev='hd'/></os>
+  ${d.firmware === "uefi" ? "<features><acpi/></features>" : ""}
   <cpu mode='${d.type === "kvm" ? "host-passthrough" : "maximum"}' check='none'/>
   <on_reboot>restart</on_reboot>
   <devices>
