@@ -10,6 +10,8 @@
  * and still are after the reboot. A site disk (`icn-bootstrap site write --new`) brings a
  * namespace, a BMC Secret, a BareMetalHost and a Provisioning: applied once the BPA is
  * ready, the Secret's file deleted from the disk, nothing applied again at the next boot.
+ * Metal3 runs from the seeded registry: that host, whose BMC address nothing answers,
+ * ends in registration error with Ironic's reason.
  */
 import { createHash, randomBytes, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -167,6 +169,19 @@ describe("the appliance", () => {
       10 * 60_000,
       5000,
     );
+    // Nothing answers at its BMC's address here: Metal3 ends it in registration error with Ironic's reason, offline.
+    const unreachable = await waitFor(
+      "registration error for the site's host (its BMC does not answer)",
+      async () => {
+        const host = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" })) as { status?: { errorType?: string; errorMessage?: string; operationalStatus?: string } };
+        return host.status?.errorType === "registration error" ? host : undefined;
+      },
+      20 * 60_000,
+      5000,
+    );
+    console.log(`node-1 (BMC 192.168.111.1:8000, nothing there): registration error: ${unreachable.status!.errorMessage}`);
+    expect(unreachable.status!.operationalStatus).toBe("error");
+    expect(unreachable.status!.errorMessage).toMatch(/192\.168\.111\.1|[Cc]onnection refused|[Uu]nable to connect|[Ff]ailed to connect|timed out/);
 
     // Hosts that fit the sample (master: 10 cpu / 4Gi, worker: 20 cpu / 8Gi), plus one too small. They
     // stand in for hosts Metal3 inspected: paused, so the real operator keeps their status as written.
