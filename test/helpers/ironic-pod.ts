@@ -3,10 +3,13 @@
  * (ironic-start), and on a provisioning network its boot-file server (nginx) and
  * DHCP/TFTP server (dnsmasq-start), each with bubblewrap and the mounts the pods have
  * (manifests/metal3/ironic.yaml, provisioning/dnsmasq.yaml): the state volume, the
- * credentials Secret as files, the leases directory.
+ * credentials Secret as files, the leases directory, and for dnsmasq only the
+ * capabilities its Deployment gives it.
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import yaml from "js-yaml";
+import { REPO } from "./cli.js";
 import { startInImage, unpackImage, type InImageOptions } from "./oci-rootfs.js";
 
 export const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:29.0.5";
@@ -66,8 +69,15 @@ export async function startIronicPod(opts: {
   start("httpd", ["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/ironic/httpd.conf"], { binds: { [state]: "/var/lib/ironic" } });
   const leases = join(work, "dnsmasq");
   await mkdir(leases, { recursive: true });
-  start("dnsmasq", ["/usr/local/bin/dnsmasq-start"], { binds: { [leases]: "/var/lib/dnsmasq" }, env: provisioning, caps: ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE"] });
+  start("dnsmasq", ["/usr/local/bin/dnsmasq-start"], { binds: { [leases]: "/var/lib/dnsmasq" }, env: provisioning, caps: await dnsmasqCapabilities() });
   return { root, password, auth, leases: join(leases, "dnsmasq.leases"), servers };
+}
+
+/** The capabilities Deployment ironic-dnsmasq gives dnsmasq (and no others): the tests run it with exactly those. */
+export async function dnsmasqCapabilities(): Promise<string[]> {
+  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/provisioning/dnsmasq.yaml"), "utf8")) as { kind?: string; spec?: { template: { spec: { containers: { name: string; securityContext?: { capabilities?: { add?: string[] } } }[] } } } }[];
+  const container = docs.find((d) => d?.kind === "Deployment")!.spec!.template.spec.containers.find((c) => c.name === "dnsmasq")!;
+  return (container.securityContext?.capabilities?.add ?? []).map((cap) => `CAP_${cap}`);
 }
 
 /** The end of a server's log, for failure messages. */

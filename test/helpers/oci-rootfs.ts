@@ -30,12 +30,15 @@ export interface InImageOptions {
   hostNetwork?: boolean;
   /** Run in this network namespace (`ip netns exec`), sharing its network; implies hostNetwork. */
   netns?: string;
-  /** Capabilities the program keeps (bwrap --cap-add), e.g. CAP_NET_ADMIN for a DHCP server. */
+  /**
+   * The only capabilities the program has (bwrap --cap-drop ALL, then --cap-add each), as a
+   * pod's `capabilities: {drop: [ALL], add: […]}` gives them, e.g. CAP_NET_ADMIN for a DHCP server.
+   */
   caps?: string[];
 }
 
 function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
-  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]), ...(opts.caps ?? []).flatMap((cap) => ["--cap-add", cap]), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
+  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]), ...(opts.caps ? ["--cap-drop", "ALL", ...opts.caps.flatMap((cap) => ["--cap-add", cap])] : []), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
   for (const [name, value] of Object.entries(opts.env ?? {})) args.push("--setenv", name, value);
   for (const [host, inside] of Object.entries(opts.binds ?? {})) args.push("--bind", host, inside);
   if (opts.cwd) args.push("--chdir", opts.cwd);
