@@ -67,6 +67,8 @@ export interface BootOptions {
   netns?: string;
   /** An ISO in a SATA CD-ROM drive, booted first (a BMC's virtual media); the disk stays attached. */
   cdrom?: string;
+  /** More NICs on tap devices the caller made (another network of the test's), each at a fixed PCI slot (the guest names it enp0s<slot>). */
+  extraTaps?: { ifname: string; mac: string; pciSlot: number }[];
 }
 
 export interface BootResult {
@@ -152,6 +154,9 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;
     args.push("-drive", `if=none,id=extra${i},format=${file.endsWith(".qcow2") ? "qcow2" : "raw"},file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}${serial ? `,serial=${serial}` : ""}`);
   });
+  (options.extraTaps ?? []).forEach((tap, i) =>
+    args.push("-netdev", `tap,id=extratap${i},ifname=${tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=extratap${i},addr=0x${tap.pciSlot.toString(16)},mac=${tap.mac}`),
+  );
   (options.extraNics ?? []).forEach((nic, i) =>
     args.push("-netdev", `user,id=extranet${i},restrict=on,net=192.168.${100 + i}.0/24`, "-device", `virtio-net-pci,netdev=extranet${i},addr=0x${nic.pciSlot.toString(16)}${nic.mac ? `,mac=${nic.mac}` : ""}`),
   );

@@ -42,7 +42,7 @@ export interface Bmc {
   stop(): Promise<void>;
 }
 
-export async function startBmc(opts: { work: string; libvirtUri: string; port: number; username: string; password: string }): Promise<Bmc> {
+export async function startBmc(opts: { work: string; libvirtUri: string; port: number; username: string; password: string; /** Default 127.0.0.1. */ listenIp?: string }): Promise<Bmc> {
   const venv = await ensureSushyTools();
   const python = join(venv, "bin/python");
   const hashed = (await execa(python, ["-c", "import bcrypt, sys; print(bcrypt.hashpw(sys.argv[1].encode(), bcrypt.gensalt()).decode())", opts.password])).stdout.trim();
@@ -52,7 +52,7 @@ export async function startBmc(opts: { work: string; libvirtUri: string; port: n
   await writeFile(
     config,
     [
-      "SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'",
+      `SUSHY_EMULATOR_LISTEN_IP = '${opts.listenIp ?? "127.0.0.1"}'`,
       `SUSHY_EMULATOR_LISTEN_PORT = ${opts.port}`,
       `SUSHY_EMULATOR_LIBVIRT_URI = '${opts.libvirtUri}'`,
       `SUSHY_EMULATOR_AUTH_FILE = '${htpasswd}'`,
@@ -65,7 +65,7 @@ export async function startBmc(opts: { work: string; libvirtUri: string; port: n
   );
   const log = join(opts.work, "sushy-emulator.log");
   const child = execa(join(venv, "bin/sushy-emulator"), ["--config", config], { reject: false, stdout: { file: log }, stderr: { file: log } });
-  const url = `http://127.0.0.1:${opts.port}`;
+  const url = `http://${opts.listenIp ?? "127.0.0.1"}:${opts.port}`;
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (typeof child.exitCode === "number") throw new Error(`sushy-emulator exited (${child.exitCode}):\n${(await readFile(log, "utf8")).slice(-2000)}`);

@@ -1,0 +1,226 @@
+/**
+ * `npm run e2e`: a whole site on emulated hardware (issue 14). The default image boots as
+ * the bootstrap machine in QEMU with two NICs: QEMU's user network (restrict=on: SSH and
+ * the API server forwarded to this host, no way out) and a tap on the provisioning
+ * network, a bridge of this test's own network namespace (the npm script starts the run
+ * under `unshare --net`) with nothing else on it but the compute node and its BMC. What
+ * differs per site comes from a site disk (`icn-bootstrap site write --new`): the
+ * provisioning network (interface enp0s9, 172.22.0.1/24, a DHCP range) and the test's SSH
+ * key. The compute node is a libvirt VM with a blank disk behind sushy-tools' Redfish
+ * emulator (test/helpers/bmc-emulator.ts) on the bridge's host address.
+ *
+ * The only input is `kubectl apply`, run on the appliance against its API server: a
+ * namespace, the BMC's Secret, the sample Provisioning scaled to the node at hand, and a
+ * BareMetalHost naming the appliance's OS image and the BPA's user-data. Then, each phase
+ * printed with its time: the appliance's own Metal3 and Ironic inspect the node over the
+ * provisioning network and write the OS image; the BPA assigns it and runs the real
+ * kubespray in a Job on the appliance; the Provisioning ends Ready and its Secret's
+ * kubeconfig shows the node Ready and runs a pod pulled through the appliance's registry.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Provisioning } from "../../bpa/api/types.js";
+import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
+import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { buildOsImages } from "../../builder/images/os.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { stagesDir } from "../../builder/pipeline.js";
+import { freePort } from "../../builder/registry/server.js";
+import { readOsImage } from "../../builder/stages/os-image.js";
+import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
+import { REPO, runCli } from "../helpers/cli.js";
+import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
+import { phaseLog } from "../helpers/phases.js";
+import { waitFor } from "../integration/bpa/helpers.js";
+
+const HOUR = 60 * 60_000;
+const BRIDGE = "prov0";
+const APPLIANCE_TAP = "appl0";
+/** The appliance's provisioning NIC: PCI slot 9, so the guest names it enp0s9. */
+const APPLIANCE_NIC = { ifname: APPLIANCE_TAP, mac: "52:54:00:22:00:fe", pciSlot: 9 };
+const APPLIANCE = "172.22.0.1";
+/** The bridge's own address: the BMC emulator listens there, as a BMC network would be reachable. */
+const BMC_HOST = "172.22.0.254";
+const BMC_PORT = 8000;
+const BMC_USER = "admin";
+const BMC_PASSWORD = `bmc-${Math.random().toString(36).slice(2)}`;
+const NAMESPACE = "site-a";
+const NODE = { name: "node-0", uuid: randomUUID(), mac: "52:54:00:22:10:01", cpus: 2, memoryMiB: 4096, diskGiB: 20 };
+const BOOT_TIMEOUT_S = 90 * 60;
+const READY = /ICN-BOOTSTRAP-READY .* bpa=available metal3=available/;
+
+const { phase, summary } = phaseLog("e2e");
+
+let work: string;
+let key: string;
+let siteDisk: string;
+let osImage: { path: string; sha256: string };
+let libvirt: Libvirt | undefined;
+let bmc: Bmc | undefined;
+let appliance: BootResult | undefined;
+let sshPort: number;
+let c: Clients;
+
+function ssh(command: string, input?: string) {
+  return execa("ssh", ["-i", key, "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command], { input, all: true, reject: false });
+}
+
+/** `kubectl apply` on the appliance, against its own API server: the administrator's only input. */
+async function kubectlApply(manifest: string): Promise<string> {
+  const r = await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -", manifest);
+  expect(r.exitCode, r.all).toBe(0);
+  return String(r.all);
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-e2e-site-"));
+  await execa("ip", ["link", "set", "lo", "up"]);
+  await execa("ip", ["link", "add", BRIDGE, "type", "bridge"]);
+  await execa("ip", ["addr", "add", `${BMC_HOST}/24`, "dev", BRIDGE]);
+  await execa("ip", ["link", "set", BRIDGE, "up"]);
+  await execa("ip", ["tuntap", "add", "dev", APPLIANCE_TAP, "mode", "tap"]);
+  await execa("ip", ["link", "set", APPLIANCE_TAP, "master", BRIDGE, "up"]);
+
+  // The default image as `npm run e2e` built it; the OS image's checksum for the BareMetalHost.
+  const definition = await loadDefinition(DEFAULT_DEFINITION);
+  const [computeNode] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock: await loadLock(DEFAULT_LOCK), stagesDir: stagesDir() });
+  const os = await readOsImage(computeNode!.image!);
+  osImage = { path: os.path, sha256: os.sha256 };
+
+  key = join(work, "id_ed25519");
+  await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+  const site = join(work, "site");
+  await mkdir(join(site, "manifests"), { recursive: true });
+  await writeFile(
+    join(site, "site.yaml"),
+    [
+      "version: 1",
+      "provisioning:",
+      `  interface: enp0s${APPLIANCE_NIC.pciSlot}`,
+      `  address: ${APPLIANCE}/24`,
+      "  dhcpRange: 172.22.0.10-172.22.0.20",
+      "access:",
+      `  sshAuthorizedKeys: ["${(await readFile(`${key}.pub`, "utf8")).trim()}"]`,
+      "",
+    ].join("\n"),
+  );
+  siteDisk = join(work, "site.img");
+  const written = await runCli(["site", "write", site, "--new", siteDisk]);
+  expect(written.exitCode, written.all).toBe(0);
+
+  libvirt = await startLibvirt(work);
+  bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD, listenIp: BMC_HOST });
+  const disk = join(work, `${NODE.name}.qcow2`);
+  await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${NODE.diskGiB}G`]);
+  const xml = join(work, `${NODE.name}.xml`);
+  await writeFile(xml, domainXml({ ...NODE, disk, bridge: BRIDGE, console: join(work, `${NODE.name}.console.log`), type: "qemu" }));
+  await execa("virsh", ["-c", libvirt.uri, "define", xml]);
+  phase(`compute node ${NODE.name} (off) behind its Redfish BMC at ${BMC_HOST}:${BMC_PORT}; site disk written`);
+}, 2 * HOUR);
+
+afterAll(async () => {
+  console.log(summary());
+  await appliance?.stop?.();
+  await libvirt?.stop();
+  await bmc?.stop();
+  await execa("ip", ["link", "del", BRIDGE], { reject: false });
+  if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
+});
+
+describe("a whole site: power-on to application cluster, with no user action but kubectl apply", () => {
+  it("the appliance boots with the site's provisioning network and Metal3 ready", { timeout: (BOOT_TIMEOUT_S + 600) * 1000 }, async () => {
+    sshPort = await freePort();
+    const apiPort = await freePort();
+    appliance = await bootImage({
+      image: join(REPO, "out", "icn-bootstrap.qcow2"),
+      firmware: "bios",
+      timeoutSeconds: BOOT_TIMEOUT_S,
+      memoryMiB: 6144,
+      cpus: 2,
+      disk: join(work, "appliance.qcow2"),
+      keepRunning: true,
+      tcgMultiThread: true,
+      hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`],
+      extraTaps: [APPLIANCE_NIC],
+      extraDisks: [siteDisk],
+      readyPattern: READY,
+    });
+    expect(appliance.ready, appliance.failure ?? appliance.lastLines.join("\n")).toBe(true);
+    phase(`appliance ready after ${appliance.seconds.toFixed(0)} s (${appliance.accel})`);
+    const admin = (await ssh("cat /etc/kubernetes/admin.conf")).stdout.replace(/server: https:\/\/[^\s]+/, `server: https://127.0.0.1:${apiPort}`);
+    const kc = new KubeConfig();
+    kc.loadFromString(admin);
+    c = makeClients(kc);
+    // The provisioning network as the site disk gave it: the address on enp0s9, DHCP served there.
+    expect((await ssh(`ip -4 -o addr show enp0s${APPLIANCE_NIC.pciSlot}`)).stdout).toContain(`${APPLIANCE}/24`);
+    const dnsmasq = await c.core.listNamespacedPod({ namespace: "baremetal-operator-system", labelSelector: "app.kubernetes.io/name=ironic-dnsmasq" });
+    expect(dnsmasq.items.map((p) => p.status?.phase)).toEqual(["Running"]);
+  });
+
+  it("kubectl apply of a BareMetalHost and a Provisioning: the node is inspected and provisioned by the appliance's Metal3", { timeout: 3 * HOUR }, async () => {
+    await kubectlApply(
+      [
+        `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${NAMESPACE}`,
+        `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${NODE.name}-bmc\n  namespace: ${NAMESPACE}\nstringData:\n  username: ${BMC_USER}\n  password: ${BMC_PASSWORD}`,
+        // The seed's sample, scaled to the one node at hand: control plane and worker on it.
+        `apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: site-a-cluster\n  namespace: ${NAMESPACE}\nspec:\n  master:\n    - cpu: 2\n      memory: 2Gi`,
+      ].join("\n---\n"),
+    );
+    await kubectlApply(
+      [
+        "apiVersion: metal3.io/v1alpha1",
+        "kind: BareMetalHost",
+        "metadata:",
+        `  name: ${NODE.name}`,
+        `  namespace: ${NAMESPACE}`,
+        "spec:",
+        "  online: true",
+        `  bootMACAddress: ${NODE.mac}`,
+        "  bootMode: legacy",
+        "  automatedCleaningMode: disabled",
+        "  rootDeviceHints: { deviceName: /dev/vda }",
+        `  bmc: { address: "redfish+http://${BMC_HOST}:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}", credentialsName: ${NODE.name}-bmc }`,
+        "  userData: { name: bpa-ssh-key-user-data }",
+        `  image: { url: "http://${APPLIANCE}:8080/${osImage.path}", checksum: ${osImage.sha256}, checksumType: sha256, format: qcow2 }`,
+        "",
+      ].join("\n"),
+    );
+    phase("applied: namespace, BMC Secret, Provisioning, BareMetalHost");
+    let last = "";
+    const host = await waitFor(
+      `${NODE.name} provisioned`,
+      async () => {
+        const h = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: NAMESPACE, plural: "baremetalhosts", name: NODE.name })) as { status?: { provisioning?: { state?: string }; errorType?: string; errorMessage?: string } };
+        const state = h.status?.provisioning?.state ?? "";
+        if (state !== last) phase(`${NODE.name}: ${(last = state) || "(new)"}`);
+        if (h.status?.errorType) throw new Error(`${NODE.name}: ${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${(await readFile(join(work, `${NODE.name}.console.log`), "utf8").catch(() => "")).slice(-3000)}`);
+        return state === "provisioned" ? h : undefined;
+      },
+      2 * HOUR,
+      10_000,
+    );
+    expect(host.status?.provisioning?.state).toBe("provisioned");
+  });
+
+  it("the BPA installs the application cluster with the real kubespray: the Provisioning is Ready", { timeout: 4 * HOUR }, async () => {
+    let last = "";
+    const p = await waitFor(
+      "the Provisioning Ready or Failed",
+      async () => {
+        const current = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: "site-a-cluster" })) as Provisioning;
+        const now = `${current.status?.phase ?? ""} ${current.status?.conditions?.map((x) => `${x.type}=${x.status}/${x.reason}`).join(",") ?? ""}`;
+        if (now !== last) phase(`Provisioning: ${(last = now)}`);
+        return current.status?.phase === "Ready" || current.status?.phase === "Failed" ? current : undefined;
+      },
+      4 * HOUR,
+      15_000,
+    );
+    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+  });
+});
