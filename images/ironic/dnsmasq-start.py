@@ -42,6 +42,9 @@ bind-dynamic
 except-interface=lo
 dhcp-range={first},{last},{address.network.netmask},1h
 dhcp-authoritative
+# One address per NIC: the deploy ramdisk and the installed OS send different client ids,
+# and the address inspection recorded (HardwareData, the BPA's inventory) must stay the node's.
+dhcp-ignore-clid
 dhcp-leasefile={state}/dnsmasq.leases
 dhcp-option=option:router
 dhcp-option=option:dns-server

@@ -174,25 +174,22 @@ async function expectHardware(node: Node): Promise<void> {
   phase(`${node.name} inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`);
 }
 
-/** Logs in to the provisioned `node` as root with the BPA's key (cloud-init took it from the config drive Ironic wrote) and runs `command`. */
+/** Logs in to the provisioned `node` as root with the BPA's key (cloud-init took it from the config drive Ironic wrote), at the address inspection recorded, and runs `command`. */
 async function sshWithBpaKey(node: Node, command: string): Promise<string> {
   const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: sshObjectNames(await shippedConfig()).privateKey });
   const keyFile = join(work, "bpa-key");
   await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
-  // The installed OS asks DHCP with its own client id: its lease may be a new one beside the ramdisk's.
-  const addresses = async () => (await readFile(leases, "utf8").catch(() => "")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === node.mac).map((f) => f[2]!);
-  const ssh = (address: string) => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, `cloud-init status --wait >/dev/null; ${command}`], { reject: false, all: true });
-  let address = "";
-  const answer = await until(`SSH to ${node.name} with the BPA's key`, async () => {
-    for (const candidate of await addresses()) {
-      const r = await ssh(candidate);
-      if (r.exitCode === 0) {
-        address = candidate;
-        return String(r.all);
-      }
-    }
-    return undefined;
+  // The address inspection recorded (HardwareData: what the BPA's inventory uses) is the installed OS's too (dnsmasq's dhcp-ignore-clid).
+  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as { spec: { hardware: { nics: { mac: string; ip?: string }[] } } };
+  const address = hw.spec.hardware.nics.find((n) => n.mac === node.mac)?.ip ?? "";
+  expect(address).toMatch(/^172\.22\.0\.\d+$/);
+  const ssh = () => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, `cloud-init status --wait >/dev/null; ${command}`], { reject: false, all: true });
+  const answer = await until(`SSH to ${node.name} at its inspected address ${address} with the BPA's key`, async () => {
+    const r = await ssh();
+    return r.exitCode === 0 ? String(r.all) : undefined;
   }, HOUR, 10_000);
+  const leased = (await readFile(leases, "utf8")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === node.mac).map((f) => f[2]);
+  expect(leased).toEqual([address]);
   phase(`${node.name} answers SSH at ${address}: ${answer.replace(/\n/g, " | ")}`);
   return answer;
 }
