@@ -6,8 +6,8 @@
 # boots): Debian's GRUB, unsigned (Secure Boot off), with a built-in configuration that
 # finds the ISO by the file only Ironic's ISOs have (the ESP image itself, at
 # boot/grub/efiboot.img) and reads the grub.cfg Ironic wrote there (ironic.conf's
-# grub_config_path, EFI/BOOT/grub.cfg). Searching for the file, not for any grub.cfg, keeps a node's own
-# disk (a deployed OS's ESP) from being taken for the ISO.
+# grub_config_path, EFI/BOOT/grub.cfg). Searching for that file, not for any grub.cfg,
+# keeps a node's own disk (a deployed OS's ESP) from being taken for the ISO.
 set -eu
 export PATH="/usr/sbin:/sbin:$PATH"  # mkfs.vfat
 out=${1:?usage: make-esp OUTPUT}
@@ -24,7 +24,7 @@ grub-mkimage --format=x86_64-efi --output="$tmp/BOOTX64.EFI" --prefix=/EFI/BOOT 
   part_gpt part_msdos fat iso9660 search search_fs_file configfile normal linux echo test all_video efi_gop serial terminal
 
 # The same image at every start: a fixed volume id and times (mkfs --invariant; mtools
-# dates what it writes SOURCE_DATE_EPOCH).
+# dates what it writes with SOURCE_DATE_EPOCH).
 export SOURCE_DATE_EPOCH=0 MTOOLS_SKIP_CHECK=1
 mkfs.vfat --invariant -C -n IRONIC-ESP "$tmp/esp.img" 4096 >/dev/null
 mmd -i "$tmp/esp.img" ::/EFI ::/EFI/BOOT

@@ -77,7 +77,8 @@ env.setdefault("OS_SERVICE_CATALOG__ENDPOINT_OVERRIDE", f"http://{ip}:{api_port}
 print(f"ironic-start: my_ip {env['OS_DEFAULT__MY_IP']}, API on {env['OS_API__HOST_IP']}:{api_port}, boot files at {env['OS_DEPLOY__HTTP_URL']}", flush=True)
 
 # Made at each start from the image's GRUB, so it always matches the image (a second, no secret in it).
-esp = subprocess.run(["/usr/local/bin/make-esp", os.path.join(state, "uefi-esp.img")], env=env)
+env.setdefault("OS_DEFAULT__ESP_IMAGE", os.path.join(state, "uefi-esp.img"))
+esp = subprocess.run(["/usr/local/bin/make-esp", env["OS_DEFAULT__ESP_IMAGE"]], env=env)
 if esp.returncode != 0:
     fail(f"make-esp failed (exit {esp.returncode}): UEFI hosts could not boot by Redfish virtual media; see the lines above")
 
