@@ -1,7 +1,7 @@
 /**
  * A Redfish BMC for emulated servers: sushy-tools' emulator (PyPI, hash-pinned in
  * sushy-tools.requirements.txt) in front of a libvirt (test/helpers/libvirt.ts), on the
- * test's loopback, with HTTP basic auth from an htpasswd file (bcrypt, as it requires):
+ * test's loopback (or an address of the test's own network), with HTTP basic auth from an htpasswd file (bcrypt, as it requires):
  * Ironic's redfish driver powers the VMs, sets their boot device and boot mode, reads their
  * state and inserts virtual media (an ISO it downloads into libvirt's "default" pool and
  * attaches as a CD-ROM) through it, as it would a server's BMC.
@@ -35,7 +35,7 @@ export async function ensureSushyTools(): Promise<string> {
 }
 
 export interface Bmc {
-  /** http://127.0.0.1:PORT: a system is <url>/redfish/v1/Systems/<libvirt domain uuid>. */
+  /** http://<listen address>:PORT: a system is <url>/redfish/v1/Systems/<libvirt domain uuid>. */
   url: string;
   log: string;
   child: ResultPromise;
