@@ -2,8 +2,12 @@
 """DHCP and TFTP for network boot on the provisioning network (container of Deployment
 ironic-dnsmasq, deployed at boot only when the site names a provisioning network).
 
-It answers only on $PROVISIONING_INTERFACE, from the range $DHCP_RANGE (first-last), no
-DNS. A machine's firmware gets iPXE over TFTP (BIOS: undionly.kpxe; UEFI: snponly.efi,
+It answers only on $PROVISIONING_INTERFACE, from the range $DHCP_RANGE (first-last). The
+nodes get this address as their router and name server: the provisioning network of an
+offline site has no other, and the installed nodes need both (flannel picks the interface of
+the default route; CoreDNS needs an upstream). The name server knows one name, the
+appliance's (bootstrap.icn, the name its registry certificate and the BPA's configuration
+use), and forwards nothing. A machine's firmware gets iPXE over TFTP (BIOS: undionly.kpxe; UEFI: snponly.efi,
 from Debian's ipxe); iPXE then gets Ironic's boot.ipxe over HTTP from the boot-file
 server on $PROVISIONING_IP:6180, which sends each node where Ironic wants it.
 """
@@ -30,13 +34,17 @@ first, _, last = setting("DHCP_RANGE").partition("-")
 for value in (first, last):
     if ipaddress.ip_address(value) not in address.network:
         fail(f"DHCP range {first}-{last} is not inside the provisioning network {address.network}")
+APPLIANCE_NAME = "bootstrap.icn"
 http_port = os.environ.get("IRONIC_HTTP_PORT", "6180")
 state = os.environ.get("DNSMASQ_STATE_DIR", "/var/lib/dnsmasq")
 os.makedirs(state, exist_ok=True)
 
 conf = f"""# Written by dnsmasq-start from the site's provisioning settings.
-port=0
 pid-file=
+no-resolv
+no-hosts
+domain-needed
+host-record={APPLIANCE_NAME},{address.ip}
 interface={interface}
 bind-dynamic
 except-interface=lo
@@ -46,8 +54,8 @@ dhcp-authoritative
 # and the address inspection recorded (HardwareData, the BPA's inventory) must stay the node's.
 dhcp-ignore-clid
 dhcp-leasefile={state}/dnsmasq.leases
-dhcp-option=option:router
-dhcp-option=option:dns-server
+dhcp-option=option:router,{address.ip}
+dhcp-option=option:dns-server,{address.ip}
 log-dhcp
 enable-tftp
 tftp-root=/usr/lib/ipxe
@@ -62,5 +70,5 @@ dhcp-boot=tag:ipxe,http://{address.ip}:{http_port}/boot.ipxe
 path = os.path.join(state, "dnsmasq.conf")
 with open(path, "w") as f:
     f.write(conf)
-print(f"ironic-dnsmasq: DHCP {first}-{last} and TFTP on {interface} ({address}); iPXE chains to http://{address.ip}:{http_port}/boot.ipxe", flush=True)
+print(f"ironic-dnsmasq: DHCP {first}-{last}, TFTP and DNS ({APPLIANCE_NAME} only) on {interface} ({address}); iPXE chains to http://{address.ip}:{http_port}/boot.ipxe", flush=True)
 os.execv("/usr/sbin/dnsmasq", ["dnsmasq", "--keep-in-foreground", "--log-facility=-", f"--conf-file={path}", "--user=root", "--group=root"])

@@ -111,6 +111,25 @@ beforeAll(async () => {
   await until("Ironic's API", async () => ((await ironic("GET", "/v1/nodes").catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 900);
 }, 60 * 60_000);
 
+/** An A query to the appliance's name server from the provisioning network: the response code and addresses. */
+async function dnsLookup(name: string): Promise<{ rcode: number; addresses: string[] }> {
+  const script = `
+import socket, struct, sys, json
+name = sys.argv[1]
+query = struct.pack(">HHHHHH", 0x1c3b, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\\0" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5); s.sendto(query, (sys.argv[2], 53))
+reply = s.recv(512)
+rcode, answers = reply[3] & 15, struct.unpack(">H", reply[6:8])[0]
+at = len(query); addresses = []
+for _ in range(answers):
+    at += 2; rtype, _, _, length = struct.unpack(">HHIH", reply[at:at + 10]); at += 10
+    if rtype == 1: addresses.append(socket.inet_ntoa(reply[at:at + length]))
+    at += length
+print(json.dumps({"rcode": rcode, "addresses": addresses}))
+`;
+  return JSON.parse((await inNetns("python3", "-c", script, name, APPLIANCE)).stdout);
+}
+
 afterAll(async () => {
   for (const server of pod?.servers ?? []) server.child.kill();
   fileServer?.kill();
@@ -126,9 +145,12 @@ describe("network boot on the provisioning network", () => {
     expect(await code("-X", "POST", "-d", "x", `http://${APPLIANCE}:6180/`)).toBe("403");
     const sockets = (await inNetns("ss", "-lnup")).stdout;
     expect(sockets).toMatch(/dnsmasq/);
-    // DHCP bound to the provisioning bridge only (bind-dynamic: per interface), no DNS (port=0).
+    // DHCP and DNS bound to the provisioning bridge only (bind-dynamic: per interface).
     for (const line of sockets.split("\n").filter((l) => l.includes("dnsmasq"))) expect(line).toMatch(new RegExp(`%${BRIDGE}\\b|${APPLIANCE.replace(/\./g, "\\.")}:`));
-    expect(sockets).not.toMatch(/:53\s.*dnsmasq/);
+    expect(sockets).toMatch(new RegExp(`${APPLIANCE.replace(/\./g, "\\.")}:53\\s.*dnsmasq`));
+    // The name server knows the appliance's name and nothing else: it forwards nowhere.
+    expect(await dnsLookup("bootstrap.icn")).toEqual({ rcode: 0, addresses: [APPLIANCE] });
+    expect((await dnsLookup("example.com")).addresses).toEqual([]);
     // A range outside the network is refused with what is wrong, before anything listens.
     const bad = await inImage(pod.root, ["/usr/local/bin/dnsmasq-start"], { env: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE: "10.0.0.5-10.0.0.9" } });
     expect(bad.exitCode).toBe(2);
@@ -199,6 +221,10 @@ describe("network boot on the provisioning network", () => {
       expect(ports.map((p) => p.address)).toEqual([MAC]);
       const leases = await readFile(pod.leases!, "utf8");
       expect(leases).toContain(MAC);
+      // The installed OS's router and name server: the appliance (the network has no other).
+      const offered = await logOf("dnsmasq");
+      expect(offered).toMatch(new RegExp(`option:\\s+3 router\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
+      expect(offered).toMatch(new RegExp(`option:\\s+6 dns-server\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
       console.log(`network boot (${vm.accel}): inspect wait after ${inspectWait}; ${Object.entries(milestones).map(([k, v]) => `${k} ${v}`).join(", ")}; inspected (manageable) after ${at()}`);
     } finally {
       await vm.stop?.();
