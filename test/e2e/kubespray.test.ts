@@ -181,22 +181,9 @@ async function startApplianceServices(filesRoot: string, storage: string): Promi
 async function shippedConfig(): Promise<BpaConfig> {
   const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
   const shipped = yaml.load(configMap.data["config.yaml"]!) as Record<string, unknown>;
-  // Under TCG the emulated control plane is starved while the other VM works: its
-  // scheduler and controller manager missed their 10 s lease renewals and restarted (with
-  // back-off), and a joining node found cluster-info unsigned. A site's configuration may
-  // set kubespray variables (extraVars); this one gives them room. Not needed on hardware.
-  // The API server's static pod: kubeadm's liveness check restarts it after 80 s without
-  // an answer; during the scale play it was restarted 8 times, and a just-restarted server
-  // (its RBAC caches not filled yet) refused kubeadm's upload-certs: "secrets is forbidden".
-  // The same patience as the appliance's own kubeadm patches.
-  const tcgRoom = {
-    kubeadm_patches: [{ target: "kube-apiserver", type: "strategic", patch: { spec: { containers: [{ name: "kube-apiserver", startupProbe: { failureThreshold: 180 }, livenessProbe: { failureThreshold: 24 } }] } } }],
-    kube_controller_manager_leader_elect_lease_duration: "120s",
-    kube_controller_manager_leader_elect_renew_deadline: "90s",
-    kube_scheduler_leader_elect_lease_duration: "120s",
-    kube_scheduler_leader_elect_renew_deadline: "90s",
-  };
-  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false }, extraVars: { ...(shipped.extraVars as object | undefined), ...tcgRoom } }, "manifests/bpa/config.yaml (e2e addresses)");
+  // The shipped extraVars carry the room an emulated control plane needs (kubeadm patches,
+  // leader-election leases): this run tests them as the appliance ships them.
+  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false }, extraVars: shipped.extraVars as Record<string, unknown> }, "manifests/bpa/config.yaml (e2e addresses)");
 }
 
 /**
