@@ -223,4 +223,38 @@ describe("a whole site: power-on to application cluster, with no user action but
     );
     expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
   });
+
+  it("through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs", { timeout: HOUR }, async () => {
+    // As an administrator would, on the appliance: the kubeconfig the BPA keeps, then kubectl.
+    const p = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: "site-a-cluster" })) as Provisioning;
+    const secret = p.status?.kubeconfigSecret;
+    expect(secret).toBeTruthy();
+    const saved = await ssh(`umask 077; kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} get secret ${secret} -o jsonpath='{.data.kubeconfig}' | base64 -d > /root/site-a.kubeconfig && grep -o 'server: .*' /root/site-a.kubeconfig`);
+    expect(saved.exitCode, saved.all).toBe(0);
+    expect(saved.stdout).toMatch(/server: https:\/\/172\.22\.0\.\d+:6443/);
+    const kubectl = (args: string) => ssh(`kubectl --kubeconfig /root/site-a.kubeconfig --request-timeout=60s ${args}`);
+    const nodes = await waitFor("the node Ready", async () => {
+      const r = await kubectl("get nodes -o wide");
+      return / Ready /.test(r.stdout) ? r.stdout : undefined;
+    }, 15 * 60_000, 5_000);
+    console.log(`e2e kubectl get nodes:\n${nodes}`);
+    expect(nodes).toMatch(/^\S+\s+Ready\s+control-plane/m);
+    phase("application cluster: kubectl get nodes Ready");
+    // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the
+    // appliance's registry, the only place the node can reach.
+    const pause = "registry.k8s.io/pause:3.10.1";
+    const run = await kubectl(`run probe --image=${pause} --restart=Never`);
+    expect(run.exitCode, run.all).toBe(0);
+    const running = await waitFor("the probe pod Running", async () => {
+      const r = await kubectl("get pod probe -o jsonpath='{.status.phase} {.status.containerStatuses[0].imageID}'");
+      return r.stdout.startsWith("Running") ? r.stdout : undefined;
+    }, 15 * 60_000, 5_000);
+    expect(running).toMatch(/^Running registry\.k8s\.io\/pause@sha256:[0-9a-f]{64}$/);
+    // Its digest is the one the appliance's registry serves.
+    const served = await ssh(`curl -sfI --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H 'Accept: application/vnd.oci.image.index.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.list.v2+json' -H 'Accept: application/vnd.oci.image.manifest.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' https://bootstrap.icn:5000/v2/pause/manifests/3.10.1 | tr -d '\\r' | sed -n 's/^docker-content-digest: //Ip'`);
+    expect(served.stdout.trim()).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(running).toContain(served.stdout.trim());
+    console.log(`e2e kubectl get pods -A:\n${(await kubectl("get pods -A -o wide")).stdout}`);
+    phase("probe pod Running from the appliance's registry");
+  });
 });
