@@ -138,7 +138,7 @@ afterAll(async () => {
 });
 
 describe("network boot on the provisioning network", () => {
-  it("serves Ironic's boot files read-only, without listings, and DHCP only on the provisioning interface", async () => {
+  it("serves Ironic's boot files read-only, without listings, and DHCP and DNS (the appliance's name only) on the provisioning interface only", async () => {
     const code = async (...args: string[]) => (await inNetns("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", ...args)).stdout;
     await until("the boot-file server", async () => ((await code(`http://${APPLIANCE}:6180/`).catch(() => "")) === "403" ? true : undefined), 120, 1000);
     expect(await code("-X", "PUT", "-d", "x", `http://${APPLIANCE}:6180/written-by-a-stranger`)).toBe("403");
