@@ -48,6 +48,9 @@ const NodePath = z
   .string()
   .regex(/^\/[A-Za-z0-9._\/+-]*[A-Za-z0-9._+-]$/, "an absolute file path such as /etc/icn-bootstrap/registry-ca.crt (letters, digits, . _ - + /)")
   .refine((path) => !path.split("/").some((segment) => segment === "." || segment === ".."), "a path without . or .. segments");
+/** cpu and memory as Kubernetes quantities, e.g. { cpu: 500m, memory: 256Mi }. */
+const Quantity = z.string().regex(/^[0-9]+(?:\.[0-9]+)?(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/, "a Kubernetes quantity such as 500m, 1 or 256Mi");
+const ResourceList = z.object({ cpu: Quantity.optional(), memory: Quantity.optional() }).strict();
 /** A ConfigMap data key. */
 const ConfigMapKey = z.string().regex(/^[-._a-zA-Z0-9]+$/, "a ConfigMap key such as ca.crt").max(253);
 
@@ -135,6 +138,19 @@ export const ConfigSchema = z
         activeDeadlineSeconds: z.number().int().min(60).default(4 * 3600),
         /** Finished install Jobs kept per Provisioning (older ones are deleted). */
         historyLimit: z.number().int().min(1).max(20).default(3),
+        /**
+         * The runner container's resources. Requests by default: without them the Job is
+         * BestEffort, and its cgroup's CPU weight (1) against the appliance's control plane
+         * (tens) starved Ansible on a busy appliance: measured under emulation, 8 s a task
+         * and 30-40 s for a set_fact.
+         */
+        resources: z
+          .object({
+            requests: ResourceList.default({ cpu: "500m", memory: "256Mi" }),
+            limits: ResourceList.optional(),
+          })
+          .strict()
+          .default({}),
       })
       .strict()
       .default({}),

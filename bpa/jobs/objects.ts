@@ -240,6 +240,7 @@ function runnerJob(
               args: ["install"],
               env,
               volumeMounts: mounts,
+              resources: config.job.resources,
               // The runner writes the failed task there; without it, the log's tail.
               terminationMessagePolicy: "FallbackToLogsOnError",
             },

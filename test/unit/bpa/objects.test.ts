@@ -83,6 +83,8 @@ describe("install Job", () => {
     expect(pod.serviceAccountName).toBe("provisioning-sample-runner");
     const container = pod.containers[0]!;
     expect(container.image).toBe("192.168.100.1:5000/icn/kubespray-runner:2.27.0");
+    // Requests by default: a BestEffort runner starves behind the appliance's control plane.
+    expect(container.resources).toEqual({ requests: { cpu: "500m", memory: "256Mi" } });
     expect(container.volumeMounts).toEqual([
       { name: "ssh", mountPath: "/ssh", readOnly: true },
       { name: "inventory", mountPath: "/inventory", readOnly: true },
@@ -186,6 +188,13 @@ describe("configuration", () => {
     const custom = testConfig({ registryCA: { configMap: "site-ca", key: "root.pem", nodePath: "/opt/ca/root.pem" } });
     expect(custom.registryCA).toEqual({ configMap: "site-ca", key: "root.pem", nodePath: "/opt/ca/root.pem" });
     expect(custom.containerdMirrors[0]!.mirrors[0]!.ca).toBe("/opt/ca/root.pem");
+  });
+
+  it("takes the runner's resources from job.resources and refuses what is not a quantity, naming the field", () => {
+    const custom = testConfig({ job: { resources: { requests: { cpu: "2" }, limits: { memory: "2Gi" } } } });
+    expect(custom.job.resources).toEqual({ requests: { cpu: "2" }, limits: { memory: "2Gi" } });
+    expect(() => testConfig({ job: { resources: { requests: { cpu: "half" } } } })).toThrow(/job\.resources\.requests\.cpu: a Kubernetes quantity/);
+    expect(() => testConfig({ job: { resources: { requests: { gpu: "1" } } } })).toThrow(/job\.resources\.requests.*Unrecognized key/);
   });
 
   it("refuses a bad CA source or node path, naming the field", () => {
