@@ -19,6 +19,7 @@ const OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 export interface BootOptions {
   image: string;
   firmware: Firmware;
+  /** How long to wait for the ready marker; a VM kept running (keepRunning) lives on after it. */
   timeoutSeconds: number;
   memoryMiB?: number;
   /** Virtual CPUs (default 2). */
@@ -175,7 +176,14 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   let failure: string | undefined;
   let powerCut = false;
   const [command, commandArgs] = options.netns ? ["ip", ["netns", "exec", options.netns, "qemu-system-x86_64", ...args]] : ["qemu-system-x86_64", args];
-  const child = execa(command, commandArgs, { reject: false, timeout: options.timeoutSeconds * 1000, stdin: "ignore", all: true });
+  const child = execa(command, commandArgs, { reject: false, stdin: "ignore", all: true });
+  // The timeout bounds the wait for the ready marker, not the life of a VM kept running
+  // for the caller (execa's own timeout would kill it then, hours into a test).
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, options.timeoutSeconds * 1000);
   const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
   let signalReady: () => void = () => undefined;
   const readyForCaller = new Promise<void>((resolve) => (signalReady = resolve));
@@ -193,11 +201,16 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
       powerCut = true;
       child.kill("SIGKILL");
     }
-    if (readyLine && !failure && options.keepRunning) signalReady();
-    else if (readyLine || failure) child.kill("SIGTERM");
+    if (readyLine && !failure && options.keepRunning) {
+      clearTimeout(deadline);
+      signalReady();
+    } else if (readyLine || failure) child.kill("SIGTERM");
   });
   tail.start();
-  const exited = child.then((result) => result);
+  const exited = child.then((result) => {
+    clearTimeout(deadline);
+    return result;
+  });
   await Promise.race([readyForCaller, exited]);
   clearInterval(progress);
   const seconds = (Date.now() - started) / 1000;
@@ -214,7 +227,7 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   await tail.stop(); // the last lines QEMU wrote, the ready marker perhaps among them
   if (!readyLine && !failure && !powerCut) {
     const seen = markerLines.length ? ` (console lines naming ICN-BOOTSTRAP: ${markerLines.join(" | ")})` : "";
-    failure = result.timedOut ? `no ready marker within ${options.timeoutSeconds}s${seen}` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
+    failure = timedOut ? `no ready marker within ${options.timeoutSeconds}s${seen}` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
   }
   return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds, accel, lastLines };
 }
