@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import yaml from "js-yaml";
 import { z } from "zod";
 import { UserError } from "../../common/errors.js";
+import { QUANTITY_PATTERN } from "../api/quantity.js";
 import { KUBESPRAY_PINS_CONFIGMAP, KUBESPRAY_PINS_KEY } from "../../common/kubespray-pins.js";
 
 /** An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest]. */
@@ -49,7 +50,7 @@ const NodePath = z
   .regex(/^\/[A-Za-z0-9._\/+-]*[A-Za-z0-9._+-]$/, "an absolute file path such as /etc/icn-bootstrap/registry-ca.crt (letters, digits, . _ - + /)")
   .refine((path) => !path.split("/").some((segment) => segment === "." || segment === ".."), "a path without . or .. segments");
 /** cpu and memory as Kubernetes quantities, e.g. { cpu: 500m, memory: 256Mi }. */
-const Quantity = z.string().regex(/^[0-9]+(?:\.[0-9]+)?(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/, "a Kubernetes quantity such as 500m, 1 or 256Mi");
+const Quantity = z.string().regex(QUANTITY_PATTERN, "a Kubernetes quantity such as 500m, 1 or 256Mi");
 const ResourceList = z.object({ cpu: Quantity.optional(), memory: Quantity.optional() }).strict();
 /** A ConfigMap data key. */
 const ConfigMapKey = z.string().regex(/^[-._a-zA-Z0-9]+$/, "a ConfigMap key such as ca.crt").max(253);

@@ -4,16 +4,18 @@ ironic-dnsmasq, deployed at boot only when the site names a provisioning network
 
 It answers only on $PROVISIONING_INTERFACE, from the range $DHCP_RANGE (first-last). The
 nodes get this address as their router and name server: the provisioning network of an
-offline site has no other, and the installed nodes need both (flannel picks the interface of
-the default route; CoreDNS needs an upstream). The name server knows one name, the
-appliance's (bootstrap.icn, the name its registry certificate and the BPA's configuration
-use), and forwards nothing. A machine's firmware gets iPXE over TFTP (BIOS: undionly.kpxe; UEFI: snponly.efi,
-from Debian's ipxe); iPXE then gets Ironic's boot.ipxe over HTTP from the boot-file
+offline site has no other, and the installed nodes need both (flannel picks the interface
+of the default route; CoreDNS needs an upstream). The name server knows one name, the
+appliance's (APPLIANCE_NAME: the name its registry certificate and the BPA's
+configuration use), and forwards nothing. A machine's firmware gets iPXE over TFTP (BIOS:
+undionly.kpxe; UEFI: snponly.efi, from Debian's ipxe); iPXE then gets Ironic's boot.ipxe over HTTP from the boot-file
 server on $PROVISIONING_IP:6180, which sends each node where Ironic wants it.
 """
 import ipaddress
 import os
 import sys
+
+APPLIANCE_NAME = "bootstrap.icn"
 
 
 def fail(message):
@@ -34,7 +36,6 @@ first, _, last = setting("DHCP_RANGE").partition("-")
 for value in (first, last):
     if ipaddress.ip_address(value) not in address.network:
         fail(f"DHCP range {first}-{last} is not inside the provisioning network {address.network}")
-APPLIANCE_NAME = "bootstrap.icn"
 http_port = os.environ.get("IRONIC_HTTP_PORT", "6180")
 state = os.environ.get("DNSMASQ_STATE_DIR", "/var/lib/dnsmasq")
 os.makedirs(state, exist_ok=True)
@@ -43,7 +44,6 @@ conf = f"""# Written by dnsmasq-start from the site's provisioning settings.
 pid-file=
 no-resolv
 no-hosts
-domain-needed
 host-record={APPLIANCE_NAME},{address.ip}
 interface={interface}
 bind-dynamic
