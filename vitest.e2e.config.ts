@@ -11,5 +11,8 @@ export default defineConfig({
     pool: "forks",
     globalSetup: ["test/setup/scratch.global.ts"],
     fileParallelism: false,
+    // Each file is one story (boot, then provision, then install): after a failed step the
+    // next would only wait out its own hours-long timeout against a machine that is gone.
+    bail: 1,
   },
 });
