@@ -266,6 +266,8 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     expect(created.spec!.replicas).toBe(1);
     const parsed = parseConfig(yaml.load(config!.data!["config.yaml"]!), "manifests/bpa/config.yaml");
     expect(parsed.leaderElection.enabled).toBe(true);
+    // One replica on a possibly slow appliance: a minute and more of API server trouble must not make the leader exit.
+    expect(parsed.leaderElection.renewDeadlineSeconds).toBeGreaterThanOrEqual(60);
     expect(created.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === "BPA_CONFIG")!.value).toBe("/etc/bpa/config.yaml");
   });
 
