@@ -15,7 +15,8 @@ usage: npm run e2e [-- OPTIONS]
                 set it and expect Ready)
   -h, --help    this text
 
-Expect 1.5 to 2.5 hours on 2 cores under TCG (README: figures per phase).
+Expect 4 hours or more on 2 cores under TCG: about an hour to the kubespray Job, then
+kubespray with Ansible emulated inside the appliance (README: figures per phase).
 USAGE
 }
 
