@@ -9,6 +9,7 @@ objects. Commands:
   site.py apply SITE --root ROOT      write the appliance's configuration files for it
   site.py objects SITE                list the manifests' files as JSON, each with its kinds
   site.py install SITE                the install-to-disk request: "DISK wipe|keep", or nothing
+  site.py wipe MEDIUM FILE...         remove FILEs (paths under MEDIUM, a mounted site medium); prints those removed
 
 Exit status: 0 valid, 3 invalid (the errors are on stdout), 1 on other failures.
 """
@@ -474,6 +475,17 @@ def apply(settings, root):
     return sorted(wanted)
 
 
+def wipe(medium, files):
+    """Removes each file (relative to the mounted medium) that exists; returns those removed."""
+    removed = []
+    for rel in files:
+        path = os.path.join(medium, rel)
+        if os.path.isfile(path):
+            os.remove(path)
+            removed.append(rel)
+    return removed
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="site.py", description="ICN bootstrap site settings")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -485,10 +497,17 @@ def main(argv):
     commands.add_parser("objects").add_argument("site")
     commands.add_parser("template")
     commands.add_parser("install").add_argument("site")
+    wipe_cmd = commands.add_parser("wipe")
+    wipe_cmd.add_argument("medium")
+    wipe_cmd.add_argument("files", nargs="+")
     args = parser.parse_args(argv)
 
     if args.command == "template":
         sys.stdout.write(TEMPLATE)
+        return 0
+    if args.command == "wipe":
+        for rel in wipe(args.medium, args.files):
+            print(rel)
         return 0
     if args.command == "apply" and args.defaults:
         apply(None, args.root)
