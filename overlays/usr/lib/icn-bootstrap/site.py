@@ -9,7 +9,8 @@ objects. Commands:
   site.py apply SITE --root ROOT      write the appliance's configuration files for it
   site.py objects SITE                list the manifests' files as JSON, each with its kinds
   site.py install SITE                the install-to-disk request: "DISK wipe|keep", or nothing
-  site.py wipe MEDIUM FILE...         remove FILEs (paths under MEDIUM, a mounted site medium); prints those removed
+  site.py wipe MEDIUM FILE...         zero FILEs (paths under MEDIUM, a mounted site medium) in place,
+                                      then remove them; prints those removed
 
 Exit status: 0 valid, 3 invalid (the errors are on stdout), 1 on other failures.
 """
@@ -52,6 +53,9 @@ version: 1
 #   interface: eno2
 #   address: 172.22.0.1/24
 #   dhcpRange: 172.22.0.10-172.22.0.100
+#   masquerade: false          # true: the nodes may reach other networks through the
+#                              # appliance, masqueraded behind its address (default: nothing
+#                              # is routed between the provisioning network and the others)
 
 # access:
 #   sshAuthorizedKeys:
@@ -265,7 +269,7 @@ def check_settings(data):
             settings["ntp"] = string_list(errors, "network.ntp", network["ntp"], lambda p, v: server(errors, p, v))
 
     if "provisioning" in top:
-        prov = mapping(errors, "provisioning", top["provisioning"], ["interface", "address", "dhcpRange"])
+        prov = mapping(errors, "provisioning", top["provisioning"], ["interface", "address", "dhcpRange", "masquerade"])
         if prov is not None:
             for key in ("interface", "address", "dhcpRange"):
                 if key not in prov:
@@ -275,8 +279,11 @@ def check_settings(data):
                 errors.add("provisioning.interface", f"{name} is already configured at {used[('name', name)]}: the provisioning network needs a port of its own")
             address = interface_address(errors, "provisioning.address", prov["address"]) if "address" in prov else None
             first_last = dhcp_range(errors, prov["dhcpRange"], address) if "dhcpRange" in prov else None
-            if name and address and first_last:
-                settings["provisioning"] = {"interface": name, "address": str(address), "dhcpRange": f"{first_last[0]}-{first_last[1]}"}
+            masquerade = prov.get("masquerade", False)
+            if not isinstance(masquerade, bool):
+                errors.add("provisioning.masquerade", f"expected true or false, got {masquerade!r}")
+            elif name and address and first_last:
+                settings["provisioning"] = {"interface": name, "address": str(address), "dhcpRange": f"{first_last[0]}-{first_last[1]}", "masquerade": masquerade}
 
     if "access" in top:
         access = mapping(errors, "access", top["access"], ["sshAuthorizedKeys"]) or {}
@@ -448,6 +455,7 @@ def config_files(settings):
     env = GENERATED
     if prov:
         env += f"ICN_PROVISIONING_INTERFACE={prov['interface']}\nICN_PROVISIONING_ADDRESS={prov['address']}\nICN_PROVISIONING_DHCP_RANGE={prov['dhcpRange']}\n"
+        env += f"ICN_PROVISIONING_MASQUERADE={'true' if prov['masquerade'] else 'false'}\n"
     files["etc/icn-bootstrap/site/site.env"] = env
     return files
 
@@ -475,14 +483,32 @@ def apply(settings, root):
     return sorted(wanted)
 
 
+def overwrite(path):
+    """Zeros a file's bytes where they lie, then removes it. A removed file's clusters keep
+    its bytes; opened without truncation, FAT writes into the same clusters (a truncate
+    may free them and allocate others)."""
+    size = os.path.getsize(path)
+    zeros = bytes(min(size, 1 << 20))
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        done = 0
+        while done < size:
+            done += os.pwrite(fd, zeros[: size - done], done)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.remove(path)
+
+
 def wipe(medium, files):
-    """Removes each file (relative to the mounted medium) that exists; returns those removed."""
+    """Overwrites, then removes each file (relative to the mounted medium) that exists; returns those removed."""
     removed = []
     for rel in files:
         path = os.path.join(medium, rel)
         if os.path.isfile(path):
-            os.remove(path)
+            overwrite(path)
             removed.append(rel)
+    os.sync()
     return removed
 
 

@@ -1,0 +1,104 @@
+/**
+ * Secrets on the site medium (issue 32 item 5): once applied, a Secret file's bytes are
+ * gone from the medium, not only its directory entry. A site disk made by the real
+ * `icn-bootstrap site write --new` is mounted read-write as the appliance mounts its
+ * medium (the kernel's vfat on a loop device; FUSE's fusefat where the kernel has no
+ * vfat, as in this project's containers), the removal step of icn-site-objects runs on
+ * it (site.py wipe), and after unmounting the password is searched for in the image's bytes.
+ */
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPO_SITE_SCRIPT } from "../../builder/disk/site-partition.js";
+import { runCli } from "../helpers/cli.js";
+
+const PASSWORD = "bmc-Pa55w0rd-7f3e9c1d";
+
+let work: string;
+let count = 0;
+
+async function siteFolder(manifests: Record<string, string>): Promise<string> {
+  const dir = join(work, `site-${++count}`);
+  await mkdir(join(dir, "manifests"), { recursive: true });
+  await writeFile(join(dir, "site.yaml"), "version: 1\n");
+  for (const [name, text] of Object.entries(manifests)) await writeFile(join(dir, "manifests", name), text);
+  return dir;
+}
+
+async function siteDisk(manifests: Record<string, string>): Promise<string> {
+  const image = join(work, `site-${count + 1}.img`);
+  const written = await runCli(["site", "write", await siteFolder(manifests), "--new", image]);
+  expect(written.exitCode, written.all).toBe(0);
+  return image;
+}
+
+/** Mounts a FAT image read-write at a new folder; returns the folder and how to unmount it. */
+async function mountFat(image: string): Promise<{ dir: string; unmount: () => Promise<void> }> {
+  const dir = await mkdtemp(join(work, "mnt-"));
+  if ((await readFile("/proc/filesystems", "utf8")).split("\n").some((l) => l.trim().endsWith("vfat"))) {
+    const loop = (await execa("losetup", ["--find", "--show", image])).stdout.trim();
+    await execa("mount", ["-o", "rw", loop, dir]);
+    return { dir, unmount: async () => void (await execa("umount", [dir]), await execa("losetup", ["-d", loop])) };
+  }
+  const fuse = await execa("fusefat", ["-o", "rw+", image, dir], { reject: false, all: true });
+  if (fuse.failed) throw new Error(`this kernel has no vfat and fusefat could not mount ${image} (apt-get install fusefat): ${fuse.all}`);
+  return { dir, unmount: async () => void (await execa("fusermount", ["-u", dir])) };
+}
+
+async function py(...args: string[]) {
+  const result = await execa("python3", [REPO_SITE_SCRIPT, ...args], { reject: false, all: true });
+  return { code: result.exitCode, stdout: result.stdout, all: String(result.all) };
+}
+
+const bytesOf = async (image: string) => (await readFile(image)).toString("latin1");
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-site-secrets-"));
+});
+afterAll(() => rm(work, { recursive: true, force: true }));
+
+const SECRET = `apiVersion: v1
+kind: Secret
+metadata:
+  name: node-1-bmc
+  namespace: metal3
+type: Opaque
+stringData:
+  username: admin
+  password: ${PASSWORD}
+`;
+const HOST = `apiVersion: metal3.io/v1alpha1
+kind: BareMetalHost
+metadata:
+  name: node-1
+  namespace: metal3
+spec:
+  bmc:
+    address: redfish://10.10.0.11/redfish/v1/Systems/1
+    credentialsName: node-1-bmc
+`;
+
+describe("a Secret file removed from the site medium", () => {
+  it("leaves none of its bytes on the FAT medium (site-objects' removal step on a mounted site disk)", async () => {
+    const image = await siteDisk({ "10-host.yaml": HOST, "20-bmc-secret.yaml": SECRET });
+    expect(await bytesOf(image)).toContain(PASSWORD);
+    const medium = await mountFat(image);
+    let wiped, left;
+    try {
+      wiped = await py("wipe", medium.dir, "manifests/20-bmc-secret.yaml");
+      left = await readdir(join(medium.dir, "manifests"));
+    } finally {
+      await medium.unmount();
+    }
+    expect(wiped.code, wiped.all).toBe(0);
+    expect(wiped.stdout.split("\n")).toEqual(["manifests/20-bmc-secret.yaml"]);
+    expect(left).toEqual(["10-host.yaml"]);
+    const after = await bytesOf(image);
+    expect(after.includes(PASSWORD), "the password is still in the image's bytes").toBe(false);
+    expect(after).toContain("credentialsName: node-1-bmc");
+    const fsck = await execa("fsck.vfat", ["-n", image], { reject: false, all: true });
+    expect(fsck.exitCode, fsck.all).toBe(0);
+  });
+});
