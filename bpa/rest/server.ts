@@ -20,6 +20,12 @@ import type { Uploads } from "./uploads.js";
 
 export const API = "/api/v1";
 export const UPLOADS_PATH = `${API}/uploads`;
+/**
+ * An upload's URL exactly as its creation's Location gives it. tus takes the id from the
+ * last segment of the whole URL, query included: any other form (`ID?x=/OTHER`, `ID;/OTHER`,
+ * `%2F`, `//`, more segments) could name one id to the owner check and another to tus.
+ */
+const UPLOAD_URL = new RegExp(`^${UPLOADS_PATH}/([A-Za-z0-9_-]+)$`);
 
 /** Every route this server answers (the OpenAPI document must describe each: a test checks it). */
 export const ROUTES = [
@@ -155,14 +161,15 @@ export class ApiServer {
       if (method === "OPTIONS") return this.o.uploads.handle(req, res);
       if (!["POST", "HEAD", "PATCH", "DELETE"].includes(method)) throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
       const user = await this.check(req, UPLOAD);
-      if (path !== UPLOADS_PATH) {
-        const id = decodeURIComponent(path.slice(UPLOADS_PATH.length + 1));
-        const owner = await this.o.uploads.owner(id);
-        if (owner !== user) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${user}`);
-      } else if (method !== "POST") {
-        throw new RequestError(405, `${method} ${path}: only POST creates an upload`);
+      if (path === UPLOADS_PATH) {
+        if (method !== "POST") throw new RequestError(405, `${method} ${path}: only POST creates an upload`);
+        return this.o.uploads.handle(req, res, user);
       }
-      return this.o.uploads.handle(req, res, user);
+      const id = UPLOAD_URL.exec(req.url ?? "")?.[1];
+      if (!id) throw new RequestError(404, `no such upload: ${req.url}; an upload's URL is ${UPLOADS_PATH}/ID as its creation's Location gave it, with nothing after the id`);
+      const owner = await this.o.uploads.owner(id);
+      if (owner !== user) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${user}`);
+      return this.o.uploads.handle(req, res, user, id);
     }
     if (method !== "GET" && method !== "HEAD") throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
     switch (path) {

@@ -22,6 +22,8 @@ import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js"
 
 /** Who sent a request, set by the server after authentication, read by the tus hooks. */
 const callers = new WeakMap<IncomingMessage, string>();
+/** The upload id the server checked the caller owns: the only one tus may act on for that request. */
+const checkedIds = new WeakMap<IncomingMessage, string>();
 
 /** The node request under the web Request that @tus/server (srvx) hands its hooks. */
 function nodeRequest(req: unknown): IncomingMessage | undefined {
@@ -78,6 +80,12 @@ export class Uploads {
       path: o.path,
       datastore: this.datastore,
       relativeLocation: true,
+      // tus' own id (the URL's last segment) must be the one whose owner was checked; else 404.
+      getFileIdFromRequest: (req, lastSegment) => {
+        const node = nodeRequest(req);
+        const checked = node ? checkedIds.get(node) : undefined;
+        return checked !== undefined && checked === lastSegment ? checked : undefined;
+      },
       // No cross-origin use: the API's own status page is same-origin, other sites get no CORS grant.
       allowedOrigins: () => false,
       // Creation needs the whole length: free space and the size limit are checked up front.
@@ -114,9 +122,10 @@ export class Uploads {
     if (this.expiryTimer) clearInterval(this.expiryTimer);
   }
 
-  /** Hands an authenticated request (user = who sent it) to the tus server. */
-  handle(req: IncomingMessage, res: ServerResponse, user?: string): Promise<void> {
+  /** Hands an authenticated request (user = who sent it; id = the upload whose owner the server checked) to the tus server. */
+  handle(req: IncomingMessage, res: ServerResponse, user?: string, id?: string): Promise<void> {
     if (user) callers.set(req, user);
+    if (id) checkedIds.set(req, id);
     return this.tus.handle(req, res);
   }
 

@@ -1,0 +1,114 @@
+/**
+ * The REST API against attacks by its own users (issue 32), with the real server and the
+ * real kube-apiserver: an uploader reaching another's upload through a URL whose path and
+ * query disagree on the id.
+ */
+import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { connect } from "node:tls";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { clients, kubeConfig, waitFor } from "./helpers.js";
+import { ApiClient, sha256, startApiFixture, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
+
+const kc = kubeConfig();
+const c = clients(kc);
+let fixture: ApiFixture;
+
+beforeAll(async () => {
+  fixture = await startApiFixture(kc, c, "rest-security");
+}, 120_000);
+
+afterAll(async () => {
+  await fixture?.stop();
+});
+
+/** A request with the target written as given (no URL parsing on the way), as an attacker's client sends it. */
+function rawRequest(method: string, target: string, headers: Record<string, string | number>, body = Buffer.alloc(0)): Promise<Reply> {
+  const { port } = new URL(fixture.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port: Number(port), ca: fixture.tls.ca, servername: "localhost" }, () => {
+      const lines = [`${method} ${target} HTTP/1.1`, `host: 127.0.0.1:${port}`, "connection: close", `content-length: ${body.length}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+      socket.write(Buffer.concat([Buffer.from(`${lines.join("\r\n")}\r\n\r\n`), body]));
+    });
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("error", reject);
+    socket.on("close", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const [head = "", ...rest] = text.split("\r\n\r\n");
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
+      const replyHeaders: Record<string, string> = {};
+      for (const line of head.split("\r\n").slice(1)) {
+        const colon = line.indexOf(":");
+        replyHeaders[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      resolve({ status, headers: replyHeaders, body: rest.join("\r\n\r\n") });
+    });
+  });
+}
+
+async function uploaderClient(name: string): Promise<ApiClient> {
+  await c.rbac.createNamespacedRoleBinding({
+    namespace: fixture.ns,
+    body: { metadata: { name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name, namespace: fixture.ns }] },
+  });
+  const client = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, name));
+  await waitFor(`RBAC to admit ${name}`, async () => (await client.send("GET", "/api/v1/uploads")).status === 200);
+  return client;
+}
+
+describe("one uploader cannot reach another's upload", () => {
+  it("HEAD, PATCH and DELETE with the attacker's id in the path and the victim's elsewhere in the URL: 403/404, the victim's upload untouched", async () => {
+    const victim = await uploaderClient("victim");
+    const attacker = await uploaderClient("attacker");
+    const victimData = randomBytes(64 * 1024);
+    const created = await victim.create({ kind: "file", name: "victim.bin", sha256: sha256(victimData) }, victimData.length);
+    expect(created.status).toBe(201);
+    const victimLocation = String(created.headers.location);
+    const victimId = victimLocation.split("/").pop()!;
+    const firstPart = victimData.subarray(0, 1000);
+    expect((await victim.patch(victimLocation, 0, firstPart)).status).toBe(204);
+    const mine = await attacker.create({ kind: "file", name: "attacker.bin", sha256: sha256("x") }, 5000);
+    expect(mine.status).toBe(201);
+    const mineLocation = String(mine.headers.location);
+
+    const { port } = new URL(fixture.url);
+    const targets = [
+      `${mineLocation}?x=/${victimId}`,
+      `${mineLocation}?/${victimId}`,
+      `${mineLocation};/${victimId}`,
+      `${mineLocation}%2F${victimId}`,
+      `${mineLocation}%2f..%2f${victimId}`,
+      `${mineLocation}/${victimId}`,
+      `${mineLocation}//${victimId}`,
+      `${mineLocation}#/${victimId}`,
+      `${mineLocation}/?/${victimId}`,
+      `/api/v1/uploads//${victimId}`,
+      `https://127.0.0.1:${port}${mineLocation}?x=/${victimId}`,
+    ];
+    const tus = { authorization: `Bearer ${attacker.token}`, "tus-resumable": "1.0.0" };
+    const evil = Buffer.alloc(1000, "E");
+    for (const target of targets) {
+      const head = await rawRequest("HEAD", target, tus);
+      expect(head.status, `HEAD ${target}`).toBeOneOf([403, 404]);
+      expect(head.headers["upload-offset"], `HEAD ${target}`).toBeUndefined();
+      const patch = await rawRequest("PATCH", target, { ...tus, "upload-offset": firstPart.length, "content-type": "application/offset+octet-stream" }, evil);
+      expect(patch.status, `PATCH ${target}: ${patch.body}`).toBeOneOf([403, 404]);
+      const del = await rawRequest("DELETE", target, tus);
+      expect(del.status, `DELETE ${target}: ${del.body}`).toBeOneOf([403, 404]);
+    }
+
+    // The victim's upload is as it was: listed, its offset and bytes unchanged; it finishes with the victim's bytes.
+    const victimHead = await victim.head(victimLocation);
+    expect(victimHead.status).toBe(200);
+    expect(victimHead.headers["upload-offset"]).toBe(String(firstPart.length));
+    expect((await readFile(join(fixture.work, "state", "incoming", victimId))).equals(firstPart)).toBe(true);
+    const done = await victim.patch(victimLocation, firstPart.length, victimData.subarray(firstPart.length));
+    expect(done.status, done.body).toBe(200);
+    expect(sha256(await readFile(join(fixture.work, "state", "published", "uploads", "victim.bin")))).toBe(sha256(victimData));
+    // The plain canonical URL still works for its owner.
+    expect((await attacker.head(mineLocation)).status).toBe(200);
+    expect((await attacker.send("DELETE", mineLocation, { "tus-resumable": "1.0.0" })).status).toBe(204);
+  });
+});
