@@ -102,3 +102,44 @@ describe("a Secret file removed from the site medium", () => {
     expect(fsck.exitCode, fsck.all).toBe(0);
   });
 });
+
+describe("a manifest that holds a Secret, however it is written", () => {
+  const item = (name: string) => ({ apiVersion: "v1", kind: "Secret", metadata: { name, namespace: "metal3" }, stringData: { password: PASSWORD } });
+  it("is one whether the Secret is alone, in a List or SecretList, among other documents, or in JSON (tab-indented, several values)", async () => {
+    const folder = await siteFolder({
+      "10-host.yaml": HOST,
+      "20-secret.yaml": SECRET,
+      "30-list.yaml": `apiVersion: v1\nkind: List\nitems:\n  - ${JSON.stringify(item("list-bmc"))}\n  - ${JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } })}\n`,
+      "40-multi.yaml": `${HOST}---\n${SECRET.replace("node-1-bmc", "multi-bmc")}`,
+      "50-secretlist.yaml": `apiVersion: v1\nkind: SecretList\nitems:\n  - ${JSON.stringify(item("typed-bmc"))}\n`,
+      "60-bmc.json": JSON.stringify(item("json-bmc"), null, "\t") + "\n",
+      "70-list.json": JSON.stringify({ apiVersion: "v1", kind: "List", items: [item("json-list-bmc")] }),
+      "80-stream.json": JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "s" } }) + "\n" + JSON.stringify(item("stream-bmc"), null, "\t"),
+    });
+    const checked = await py("check", folder);
+    expect(checked.code, checked.all).toBe(0);
+    expect(checked.stdout).toBe("valid: site.yaml and 11 objects in 8 files under manifests/");
+    const objects = await py("objects", folder);
+    expect(objects.code, objects.all).toBe(0);
+    expect(Object.fromEntries((JSON.parse(objects.stdout) as { file: string; secret: boolean }[]).map((f) => [f.file, f.secret]))).toEqual({
+      "manifests/10-host.yaml": false,
+      "manifests/20-secret.yaml": true,
+      "manifests/30-list.yaml": true,
+      "manifests/40-multi.yaml": true,
+      "manifests/50-secretlist.yaml": true,
+      "manifests/60-bmc.json": true,
+      "manifests/70-list.json": true,
+      "manifests/80-stream.json": true,
+    });
+  });
+
+  it("checks a List's items as objects (a List itself has no name)", async () => {
+    const folder = await siteFolder({ "list.yaml": "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Secret\n    metadata: {name: Bad_Name}\n  - kind: Secret\n    metadata: {name: ok}\n" });
+    const checked = await py("check", folder);
+    expect(checked.code).toBe(3);
+    expect(checked.stdout.split("\n")).toEqual([
+      "manifests/list.yaml: items[0]: metadata.name: expected a Kubernetes name (lowercase letters, digits, '-' and '.'), got 'Bad_Name'",
+      "manifests/list.yaml: items[1]: apiVersion: missing",
+    ]);
+  });
+});

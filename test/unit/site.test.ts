@@ -41,7 +41,7 @@ describe("site.yaml validation", () => {
       { "hosts.yaml": "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {name: node-1, namespace: default}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: node-1-bmc}\n", "README.txt": "not a manifest" },
     );
     expect(await py("check", full)).toEqual({ code: 0, lines: ["valid: site.yaml and 2 objects in 1 file under manifests/"] });
-    expect(JSON.parse((await py("objects", full)).lines[0]!)).toEqual([{ file: "manifests/hosts.yaml", kinds: ["BareMetalHost", "Secret"] }]);
+    expect(JSON.parse((await py("objects", full)).lines[0]!)).toEqual([{ file: "manifests/hosts.yaml", kinds: ["BareMetalHost", "Secret"], secret: true }]);
   });
 
   it("names every error with its path, and reads YAML 1.2 scalars (yes is a string, a MAC address is not a number)", async () => {

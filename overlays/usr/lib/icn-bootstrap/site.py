@@ -7,7 +7,8 @@ objects. Commands:
 
   site.py check SITE                  validate; every error on its own line, with its path
   site.py apply SITE --root ROOT      write the appliance's configuration files for it
-  site.py objects SITE                list the manifests' files as JSON, each with its kinds
+  site.py objects SITE                list the manifests' files as JSON, each with its kinds and
+                                      whether it holds a Secret
   site.py install SITE                the install-to-disk request: "DISK wipe|keep", or nothing
   site.py wipe MEDIUM FILE...         zero FILEs (paths under MEDIUM, a mounted site medium) in place,
                                       then remove them; prints those removed
@@ -347,8 +348,63 @@ def dhcp_range(errors, value, address):
     return first, last
 
 
+SECRET_KINDS = ("Secret", "SecretList")
+# For a file that cannot be parsed: its text alone tells whether it may hold a Secret.
+SECRET_TEXT = re.compile(r"""["']?\bkind["']?\s*:\s*["']?Secret(List)?\b""")
+
+
+def json_stream(text):
+    """The JSON values of a text, one after another (kubectl reads a file of several)."""
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return values
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+
+
+def parse_manifest(text, name=""):
+    """A manifest file's documents: YAML, or JSON (which YAML refuses when indented with tabs).
+    Raises the YAML error, or the JSON one for a .json file."""
+    try:
+        return [d for d in load_all(text) if d is not None]
+    except yaml.YAMLError as yaml_failure:
+        try:
+            return json_stream(text)
+        except ValueError as json_failure:
+            raise (json_failure if name.endswith(".json") else yaml_failure) from None
+
+
+def is_list(doc):
+    """A List, a SecretList, any *List: kubectl applies its items."""
+    return isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list)
+
+
+def holds_secret(value, seen=None):
+    """Whether parsed manifests hold a Secret anywhere (a List's items, a document among
+    others, nested): the whole file is then treated as secret."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:  # YAML aliases can make cycles
+        return False
+    seen.add(id(value))
+    if isinstance(value, dict):
+        return value.get("kind") in SECRET_KINDS or any(holds_secret(v, seen) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_secret(v, seen) for v in value)
+    return False
+
+
+def text_holds_secret(text):
+    try:
+        return holds_secret(parse_manifest(text))
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return bool(SECRET_TEXT.search(text))
+
+
 def check_manifests(site):
-    """[(file name, [kinds])] of the manifests folder, and the errors (paths relative to the site folder)."""
+    """[{file, kinds, secret}] of the manifests folder, and the errors (paths relative to the site folder)."""
     errors = Errors()
     folder = os.path.join(site, MANIFESTS)
     files = []
@@ -367,31 +423,39 @@ def check_manifests(site):
             continue
         try:
             with open(full, encoding="utf-8") as handle:
-                documents = [d for d in load_all(handle.read()) if d is not None]
-        except (yaml.YAMLError, UnicodeDecodeError) as error:
-            errors.add(path, yaml_error(error) if isinstance(error, yaml.YAMLError) else f"not UTF-8 text: {error}")
+                documents = parse_manifest(handle.read(), name)
+        except yaml.YAMLError as error:
+            errors.add(path, yaml_error(error))
+            continue
+        except UnicodeDecodeError as error:
+            errors.add(path, f"not UTF-8 text: {error}")
+            continue
+        except ValueError as error:
+            errors.add(path, f"not JSON: {error}")
             continue
         kinds = []
         for i, doc in enumerate(documents):
             where = f"{path}: document {i + 1}" if len(documents) > 1 else path
-            if not isinstance(doc, dict):
-                errors.add(where, f"expected a Kubernetes object (a mapping), got {type_name(doc)}")
-                continue
-            for key in ("apiVersion", "kind"):
-                if not isinstance(doc.get(key), str) or not doc.get(key):
-                    errors.add(f"{where}: {key}", "missing" if key not in doc else f"expected a string, got {doc.get(key)!r}")
-            meta = doc.get("metadata")
-            if not isinstance(meta, dict):
-                errors.add(f"{where}: metadata", "missing" if meta is None else f"expected a mapping, got {type_name(meta)}")
-            else:
-                string(errors, f"{where}: metadata.name", meta.get("name"), K8S_NAME, "a Kubernetes name (lowercase letters, digits, '-' and '.')")
-                if "namespace" in meta:
-                    string(errors, f"{where}: metadata.namespace", meta["namespace"], K8S_LABEL, "a namespace name (lowercase letters, digits and '-')")
-            if isinstance(doc.get("kind"), str):
-                kinds.append(doc["kind"])
+            for j, obj in enumerate(doc["items"] if is_list(doc) else [doc]):
+                at = f"{where}: items[{j}]" if is_list(doc) else where
+                if not isinstance(obj, dict):
+                    errors.add(at, f"expected a Kubernetes object (a mapping), got {type_name(obj)}")
+                    continue
+                for key in ("apiVersion", "kind"):
+                    if not isinstance(obj.get(key), str) or not obj.get(key):
+                        errors.add(f"{at}: {key}", "missing" if key not in obj else f"expected a string, got {obj.get(key)!r}")
+                meta = obj.get("metadata")
+                if not isinstance(meta, dict):
+                    errors.add(f"{at}: metadata", "missing" if meta is None else f"expected a mapping, got {type_name(meta)}")
+                else:
+                    string(errors, f"{at}: metadata.name", meta.get("name"), K8S_NAME, "a Kubernetes name (lowercase letters, digits, '-' and '.')")
+                    if "namespace" in meta:
+                        string(errors, f"{at}: metadata.namespace", meta["namespace"], K8S_LABEL, "a namespace name (lowercase letters, digits and '-')")
+                if isinstance(obj.get("kind"), str):
+                    kinds.append(obj["kind"])
         if not documents:
             errors.add(path, "holds no object")
-        files.append({"file": path, "kinds": kinds})
+        files.append({"file": path, "kinds": kinds, "secret": holds_secret(documents)})
     return files, errors
 
 
