@@ -15,6 +15,8 @@ declare -A tools=(
   [openssl]=openssl [gzip]=gzip [time]=time [chromium]=chromium
   [apt-ftparchive]=apt-utils [gpgv]=gpgv [gpg]=gnupg [xz]=xz-utils [dpkg-deb]=dpkg [xorriso]=xorriso
   [bwrap]=bubblewrap
+  # test/integration/firewall.test.ts loads the appliance's ruleset in network namespaces
+  [nft]=nftables
   # npm run e2e:metal3: the emulated servers' libvirt (test/helpers/libvirt.ts)
   [libvirtd]=libvirt-daemon [virsh]=libvirt-clients
 )

@@ -107,6 +107,11 @@ export const overlaysStage: Stage<OverlaysDeps> = {
   },
 };
 
+/** One overlay template rendered as the build renders it for this definition (tests read the shipped result). */
+export async function renderOverlayTemplate(source: string, definition: ApplianceDefinition): Promise<string> {
+  return render(await readFile(source, "utf8"), templateValues(definition), source);
+}
+
 function render(template: string, values: unknown, source: string): string {
   try {
     return Handlebars.compile(template, { strict: true, noEscape: true })(values);
