@@ -42,9 +42,14 @@ async function mountFat(image: string): Promise<{ dir: string; unmount: () => Pr
     await execa("mount", ["-o", "rw", loop, dir]);
     return { dir, unmount: async () => void (await execa("umount", [dir]), await execa("losetup", ["-d", loop])) };
   }
-  const fuse = await execa("fusefat", ["-o", "rw+", image, dir], { reject: false, all: true });
-  if (fuse.failed) throw new Error(`this kernel has no vfat and fusefat could not mount ${image} (apt-get install fusefat): ${fuse.all}`);
-  return { dir, unmount: async () => void (await execa("fusermount", ["-u", dir])) };
+  // In the foreground, so that its exit says it wrote everything back to the image.
+  const fuse = execa("fusefat", ["-f", "-o", "rw+", image, dir], { reject: false, all: true });
+  const mounted = async () => (await readFile("/proc/mounts", "utf8")).split("\n").some((l) => l.split(" ")[1] === dir);
+  for (let waited = 0; !(await mounted()); waited += 100) {
+    if (fuse.exitCode !== null || waited > 10_000) throw new Error(`this kernel has no vfat and fusefat could not mount ${image} (apt-get install fusefat): ${(fuse.kill(), (await fuse).all)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { dir, unmount: async () => void (await execa("fusermount", ["-u", dir]), await fuse) };
 }
 
 async function py(...args: string[]) {
