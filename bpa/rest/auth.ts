@@ -1,7 +1,10 @@
 /**
  * Who is calling, and may they: the bearer token is checked by the bootstrap cluster
  * (TokenReview), the permission by its RBAC (SubjectAccessReview). So `kubectl create
- * token` makes credentials and a RoleBinding grants them; the API keeps no users.
+ * token --audience icn-bpa-api` makes credentials and a RoleBinding grants them; the API
+ * keeps no users. Tokens must be made for this API's audience: a token of the cluster's
+ * own audience (a kubeconfig's, a pod's) or of another service is refused, so a token
+ * handed to something else cannot be replayed here.
  *
  * Permissions are RBAC verbs on the resource `uploads` of the group bpa.akraino.org in the
  * API's namespace (no such object exists; RBAC authorises names, not objects), and `list`
@@ -34,6 +37,9 @@ export const LIST_HOSTS: Permission = { verb: "list", resource: "baremetalhosts"
 
 const CACHE_MS = 10_000;
 
+/** The audience tokens for this API are made for (`kubectl create token SA --audience icn-bpa-api`). */
+export const TOKEN_AUDIENCE = "icn-bpa-api";
+
 export class Authenticator {
   private readonly authn: AuthenticationV1Api;
   private readonly authz: AuthorizationV1Api;
@@ -42,6 +48,7 @@ export class Authenticator {
   constructor(
     kc: KubeConfig,
     private readonly namespace: string,
+    private readonly audience = TOKEN_AUDIENCE,
   ) {
     this.authn = kc.makeApiClient(AuthenticationV1Api);
     this.authz = kc.makeApiClient(AuthorizationV1Api);
@@ -50,19 +57,23 @@ export class Authenticator {
   /** The caller of a request with `Authorization: Bearer <token>`; 401 otherwise. */
   async authenticate(authorization: string | undefined): Promise<Caller> {
     const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? "");
-    if (!match) throw new RequestError(401, "no bearer token: send Authorization: Bearer $(kubectl create token SERVICEACCOUNT) (or your own Kubernetes token)");
+    const makeOne = `kubectl create token SERVICEACCOUNT -n NAMESPACE --audience ${this.audience}`;
+    if (!match) throw new RequestError(401, `no bearer token: send Authorization: Bearer $(${makeOne})`);
     const token = match[1]!;
     const cached = this.cache.get(token);
     let caller: Caller | undefined;
     if (cached && cached.until > Date.now()) caller = cached.caller;
     else {
-      const review = await this.authn.createTokenReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } } });
-      const user = review.status?.authenticated ? review.status.user : undefined;
+      const review = await this.authn.createTokenReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [this.audience] } } });
+      const forThisApi = review.status?.authenticated && review.status.audiences?.includes(this.audience);
+      const user = forThisApi ? review.status!.user : undefined;
       caller = user?.username ? { username: user.username, groups: user.groups ?? [], ...(user.uid ? { uid: user.uid } : {}), ...(user.extra ? { extra: user.extra } : {}) } : undefined;
       if (this.cache.size > 1000) this.cache.clear();
       this.cache.set(token, { caller, until: Date.now() + CACHE_MS });
     }
-    if (!caller) throw new RequestError(401, "the bearer token is not valid for the bootstrap cluster (expired, or of another cluster): make a new one with kubectl create token");
+    if (!caller) {
+      throw new RequestError(401, `the bearer token is not valid for this API (expired, of another cluster, or not made for audience ${this.audience}, as a kubeconfig's or a pod's token is not): make one with ${makeOne}`);
+    }
     return caller;
   }
 

@@ -1,6 +1,7 @@
 /** The REST API's settings: command-line flags over environment variables over defaults. */
 import { z } from "zod";
 import { UserError } from "../../common/errors.js";
+import { TOKEN_AUDIENCE } from "./auth.js";
 
 const GiB = 1024 ** 3;
 
@@ -23,6 +24,7 @@ const Schema = z
     pushSecret: z.string().min(1),
     caConfigMap: z.string().min(1),
     caKey: z.string().min(1),
+    tokenAudience: z.string().min(1),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -52,6 +54,7 @@ export const ENV: Record<keyof ApiConfig, string> = {
   pushSecret: "BPA_API_PUSH_SECRET",
   caConfigMap: "BPA_API_REGISTRY_CA_CONFIGMAP",
   caKey: "BPA_API_REGISTRY_CA_KEY",
+  tokenAudience: "BPA_API_TOKEN_AUDIENCE",
 };
 
 export const DEFAULTS = {
@@ -68,6 +71,7 @@ export const DEFAULTS = {
   pushSecret: "icn-registry-push",
   caConfigMap: "icn-registry-ca",
   caKey: "ca.crt",
+  tokenAudience: TOKEN_AUDIENCE,
 };
 
 export function loadApiConfig(flags: Partial<Record<keyof ApiConfig, unknown>>, env: NodeJS.ProcessEnv = process.env): ApiConfig {

@@ -83,7 +83,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
   const server = new ApiServer({
     uploads,
     filesBase: (host) => filesBase(config, host),
-    auth: new Authenticator(kc, config.namespace),
+    auth: new Authenticator(kc, config.namespace, config.tokenAudience),
     clients,
     namespace: config.namespace,
     log,

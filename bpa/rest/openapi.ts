@@ -19,7 +19,7 @@ export function openApiDocument(): Record<string, unknown> {
       version: "v1",
       description:
         "Resumable uploads (tus 1.0.0: creation, termination, expiration) of files, container images and OS images to the ICN bootstrap appliance, and install status. " +
-        "Authenticate with a bearer token of the bootstrap cluster (kubectl create token ...); RBAC decides: create on uploads.bpa.akraino.org in bpa-system to upload, list to read uploads, list provisionings.bpa.akraino.org / baremetalhosts.metal3.io cluster-wide for the install status.",
+        "Authenticate with a bearer token of the bootstrap cluster made for audience icn-bpa-api (kubectl create token SERVICEACCOUNT -n NAMESPACE --audience icn-bpa-api); RBAC decides: create on uploads.bpa.akraino.org in bpa-system to upload, list to read uploads, list provisionings.bpa.akraino.org / baremetalhosts.metal3.io cluster-wide for the install status.",
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "A Kubernetes token of the bootstrap cluster" } },

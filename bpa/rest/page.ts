@@ -36,7 +36,7 @@ export const PAGE_HTML = `<!doctype html>
 <main>
   <section id="login" hidden>
     <h2>Token</h2>
-    <p class="note">The status needs a token of the bootstrap cluster: <code>kubectl -n bpa-system create token bpa-api-viewer</code> (or your own).</p>
+    <p class="note">The status needs a token of the bootstrap cluster: <code>kubectl -n bpa-system create token bpa-api-viewer --audience icn-bpa-api</code> (or another ServiceAccount's, with that audience).</p>
     <form id="token-form"><input id="token" type="password" autocomplete="off" placeholder="bearer token"> <button>Show status</button></form>
     <p id="login-error" class="note"></p>
   </section>

@@ -40,8 +40,9 @@ options:
   --kind KIND       file, container-image or os-image
   --name NAME       the name to publish under (container-image: repository[:tag])
   --server URL      the API, e.g. https://192.168.1.10:30443
-  --token TOKEN     a bearer token of the appliance's cluster (default: $ICN_BPA_TOKEN),
-                    e.g. kubectl -n bpa-system create token bpa-api-uploader
+  --token TOKEN     a bearer token of the appliance's cluster made for the API's audience
+                    (default: $ICN_BPA_TOKEN), e.g.
+                    kubectl -n bpa-system create token bpa-api-uploader --audience icn-bpa-api
   --cacert FILE     the appliance's site CA (http://<appliance>:8080/icn-registry-ca.crt;
                     compare its fingerprint with the console's)
   --sha256 HEX      the file's sha256, if known (else computed)`,
@@ -58,7 +59,7 @@ options:
     if (!values.name) throw new UserError("--name is missing", "the name to publish under, e.g. --name tools/helm-v3.19.0.tar.gz");
     if (!values.server || !/^https?:\/\//.test(values.server)) throw new UserError(`--server ${values.server ?? "is missing"}`, "the API's URL, e.g. --server https://192.168.1.10:30443");
     const token = values.token ?? process.env.ICN_BPA_TOKEN;
-    if (!token) throw new UserError("no token", "pass --token or set ICN_BPA_TOKEN, e.g. ICN_BPA_TOKEN=$(kubectl -n bpa-system create token bpa-api-uploader)");
+    if (!token) throw new UserError("no token", "pass --token or set ICN_BPA_TOKEN, e.g. ICN_BPA_TOKEN=$(kubectl -n bpa-system create token bpa-api-uploader --audience icn-bpa-api)");
     const ca = values.cacert ? await readFile(values.cacert, "utf8") : undefined;
     const file = positionals[0]!;
     try {

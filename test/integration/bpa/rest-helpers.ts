@@ -2,7 +2,7 @@
  * Helpers for the REST API's integration tests: the API started in this process against
  * the real kube-apiserver, as its own ServiceAccount with the RBAC of manifests/bpa/api.yaml
  * (moved to the test's namespace), over TLS with a certificate of a CA made by the test;
- * ServiceAccount tokens (TokenRequest, as `kubectl create token`); a small HTTPS client
+ * ServiceAccount tokens (TokenRequest, as `kubectl create token --audience icn-bpa-api`); a small HTTPS client
  * that speaks tus as curl users do.
  */
 import { createHash } from "node:crypto";
@@ -61,12 +61,15 @@ export function impersonating(kc: KubeConfig, user: string): KubeConfig {
   return out;
 }
 
-/** What `kubectl -n NS create token SA` gives (the ServiceAccount is created when missing). */
-export async function tokenFor(c: Clients, ns: string, sa: string): Promise<string> {
+/**
+ * What `kubectl -n NS create token SA --audience icn-bpa-api` gives (the ServiceAccount is
+ * created when missing); `audiences: []` is a plain `kubectl create token` (the cluster's own audience).
+ */
+export async function tokenFor(c: Clients, ns: string, sa: string, audiences = ["icn-bpa-api"]): Promise<string> {
   await c.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: sa } } }).catch((error: unknown) => {
     if (!isConflict(error)) throw error;
   });
-  const review = await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: sa, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const review = await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: sa, body: { spec: { audiences, expirationSeconds: 3600 } } });
   return review.status!.token;
 }
 

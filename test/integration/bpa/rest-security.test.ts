@@ -1,7 +1,7 @@
 /**
  * The REST API against attacks by its own users (issue 32), with the real server and the
  * real kube-apiserver: an uploader reaching another's upload through a URL whose path and
- * query disagree on the id.
+ * query disagree on the id; tokens made for another audience than this API's.
  */
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -110,5 +110,20 @@ describe("one uploader cannot reach another's upload", () => {
     // The plain canonical URL still works for its owner.
     expect((await attacker.head(mineLocation)).status).toBe(200);
     expect((await attacker.send("DELETE", mineLocation, { "tus-resumable": "1.0.0" })).status).toBe(204);
+  });
+});
+
+describe("tokens are bound to this API's audience", () => {
+  it("refuses a token of the cluster's default audience (plain kubectl create token) or of another audience, with the command that makes a good one; takes one for icn-bpa-api", async () => {
+    const plain = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-viewer", []));
+    const otherAudience = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-viewer", ["vault"]));
+    const bound = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-viewer", ["icn-bpa-api"]));
+    for (const refused of [plain, otherAudience]) {
+      const reply = await refused.send("GET", "/api/v1/uploads");
+      expect(reply.status, reply.body).toBe(401);
+      expect(JSON.parse(reply.body).error).toContain("kubectl create token SERVICEACCOUNT -n NAMESPACE --audience icn-bpa-api");
+      expect((await refused.upload("file", "by-a-foreign-token.bin", randomBytes(100))).status).toBe(401);
+    }
+    expect((await bound.send("GET", "/api/v1/uploads")).status).toBe(200);
   });
 });
