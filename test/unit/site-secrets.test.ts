@@ -148,3 +148,40 @@ describe("a manifest that holds a Secret, however it is written", () => {
     ]);
   });
 });
+
+describe("install to disk's copy of the site partition", () => {
+  it("holds no Secret: every file holding one is wiped, and so is what a laptop deleted before (site.py scrub on the mounted copy)", async () => {
+    const image = await siteDisk({
+      "10-host.yaml": HOST,
+      "20-list.yaml": `apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Secret\n    metadata: {name: a}\n    stringData: {password: ${PASSWORD}-list}\n`,
+      "30-bmc.json": JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "b" }, stringData: { password: `${PASSWORD}-json` } }, null, "\t"),
+    });
+    // Put there on a laptop: a file no parser reads (the site is invalid then, yet it is
+    // copied), and a Secret file deleted since, whose clusters keep its bytes.
+    const broken = join(work, "40-broken.yaml");
+    await writeFile(broken, `kind: Secret\nstringData: {password: ${PASSWORD}-broken\n`);
+    await execa("mcopy", ["-i", image, broken, "::/manifests/40-broken.yaml"]);
+    const deleted = join(work, "old-bmc.yaml");
+    await writeFile(deleted, SECRET.replace(PASSWORD, `${PASSWORD}-deleted`));
+    await execa("mcopy", ["-i", image, deleted, "::/manifests/old-bmc.yaml"]);
+    await execa("mdel", ["-i", image, "::/manifests/old-bmc.yaml"]);
+    for (const form of ["-list", "-json", "-broken", "-deleted"]) expect(await bytesOf(image)).toContain(PASSWORD + form);
+
+    const copy = await mountFat(image);
+    let scrubbed, left;
+    try {
+      scrubbed = await py("scrub", copy.dir);
+      left = (await readdir(join(copy.dir, "manifests"))).sort();
+    } finally {
+      await copy.unmount();
+    }
+    expect(scrubbed.code, scrubbed.all).toBe(0);
+    expect(scrubbed.stdout.split("\n")).toEqual(["manifests/20-list.yaml", "manifests/30-bmc.json", "manifests/40-broken.yaml"]);
+    expect(left).toEqual(["10-host.yaml"]);
+    const after = await bytesOf(image);
+    expect(after.includes(PASSWORD), "a password is still in the copy's bytes").toBe(false);
+    expect(after).toContain("credentialsName: node-1-bmc");
+    const fsck = await execa("fsck.vfat", ["-n", image], { reject: false, all: true });
+    expect(fsck.exitCode, fsck.all).toBe(0);
+  });
+});

@@ -12,11 +12,14 @@ objects. Commands:
   site.py install SITE                the install-to-disk request: "DISK wipe|keep", or nothing
   site.py wipe MEDIUM FILE...         zero FILEs (paths under MEDIUM, a mounted site medium) in place,
                                       then remove them; prints those removed
+  site.py scrub MEDIUM                wipe every file that holds a Secret, anywhere on MEDIUM, and zero
+                                      its free space (install-to-disk's copy); prints those removed
 
 Exit status: 0 valid, 3 invalid (the errors are on stdout), 1 on other failures.
 """
 import argparse
 import base64
+import errno
 import ipaddress
 import json
 import os
@@ -576,6 +579,41 @@ def wipe(medium, files):
     return removed
 
 
+def scrub(medium):
+    """Makes a copy of the site partition (the installed disk's) hold no Secret: wipes every
+    file that holds one, wherever it lies and whether or not the site is valid, then zeros
+    the free space, whose clusters may still hold files deleted before (on a laptop, or by
+    an appliance older than the wiping). Returns the files wiped."""
+    found = []
+    for folder, _, names in os.walk(medium):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                if text_holds_secret(handle.read().decode("utf-8", errors="replace")):
+                    found.append(os.path.relpath(path, medium))
+    removed = wipe(medium, sorted(found))
+    stat = os.statvfs(medium)
+    free = min(stat.f_bavail * stat.f_frsize, (4 << 30) - 1)  # FAT's largest file
+    filler = os.path.join(medium, ".icn-free-space")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        zeros = bytes(1 << 20)
+        done = 0
+        while done < free:
+            try:
+                done += os.write(fd, zeros[: free - done])
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EFBIG):
+                    raise
+                break
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.remove(filler)
+    os.sync()
+    return removed
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="site.py", description="ICN bootstrap site settings")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -590,13 +628,14 @@ def main(argv):
     wipe_cmd = commands.add_parser("wipe")
     wipe_cmd.add_argument("medium")
     wipe_cmd.add_argument("files", nargs="+")
+    commands.add_parser("scrub").add_argument("medium")
     args = parser.parse_args(argv)
 
     if args.command == "template":
         sys.stdout.write(TEMPLATE)
         return 0
-    if args.command == "wipe":
-        for rel in wipe(args.medium, args.files):
+    if args.command in ("wipe", "scrub"):
+        for rel in wipe(args.medium, args.files) if args.command == "wipe" else scrub(args.medium):
             print(rel)
         return 0
     if args.command == "apply" and args.defaults:
