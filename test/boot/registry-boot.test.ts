@@ -181,6 +181,21 @@ describe("the booted appliance's registry", () => {
     expect(loopbackDoor.trim()).toBe("200 403");
   });
 
+  it("gives the REST API a certificate of its own from the same CA, for the same names, never the registry's key", async () => {
+    const pki = "/etc/icn-bootstrap/pki";
+    const pubkey = (name: string) => `openssl pkey -in ${pki}/${name}.key -pubout | sha256sum | cut -c1-64`;
+    const out = await first.ssh(
+      `openssl verify -CAfile ${pki}/registry-ca.crt ${pki}/bpa-api.crt; ${pubkey("bpa-api")}; ${pubkey("registry")}; ` +
+        `openssl x509 -in ${pki}/bpa-api.crt -noout -ext subjectAltName | tail -n 1; openssl x509 -in ${pki}/registry.crt -noout -ext subjectAltName | tail -n 1; stat -c %a ${pki}/bpa-api.key`,
+    );
+    const [verified, apiKey, registryKey, apiNames, registryNames, keyMode] = out.trim().split("\n").map((l) => l.trim());
+    expect(verified).toBe(`${pki}/bpa-api.crt: OK`);
+    expect(apiKey).toMatch(/^[0-9a-f]{64}$/);
+    expect(apiKey).not.toBe(registryKey);
+    expect(apiNames).toBe(registryNames);
+    expect(keyMode).toBe("600");
+  });
+
   it("makes another CA and other push credentials when the same image boots on another machine", { timeout: BOOT_TIMEOUT_S * 1000 + 60_000 }, async () => {
     const firstCa = await readFile(join(certs, "ca.crt"), "utf8");
     await first.vm.stop?.();
