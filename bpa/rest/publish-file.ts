@@ -6,7 +6,7 @@
  * points at) and their format read from the first bytes.
  */
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
 import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
 import { RequestError } from "./kinds.js";
@@ -27,7 +27,7 @@ export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {
 function clash(error: unknown, name: string): never {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === "EISDIR" || code === "ENOTDIR" || code === "ENOTEMPTY" || code === "EEXIST") {
-    throw new RequestError(409, `name "${name}" clashes with what is published (a directory where the file would go, or a file where a directory is): choose another name`);
+    throw new RequestError(409, `name "${name}" clashes with what is published (a directory where the file or its checksum file would go, or a file where a directory is): nothing was published; choose another name`);
   }
   throw error;
 }
@@ -45,6 +45,11 @@ export async function publishFile(store: Store, record: UploadRecord, source: st
  */
 async function placePair(source: string, target: string, checksumTarget: string, checksumLine: string): Promise<void> {
   await mkdir(dirname(target), { recursive: true, mode: 0o755 });
+  // Both names must be free for files before either is renamed: else the file would be published without its checksum.
+  for (const path of [target, checksumTarget]) {
+    const existing = await lstat(path).catch(() => undefined);
+    if (existing && !existing.isFile()) throw Object.assign(new Error(`${path} is a directory`), { code: "EISDIR" });
+  }
   const pending = join(dirname(target), `.pending-${randomBytes(6).toString("hex")}`);
   await writeFile(pending, checksumLine, { mode: 0o644 });
   try {

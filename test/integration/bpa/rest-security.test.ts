@@ -1,14 +1,17 @@
 /**
  * The REST API against attacks by its own users (issue 32), with the real server and the
  * real kube-apiserver: an uploader reaching another's upload through a URL whose path and
- * query disagree on the id; tokens made for another audience than this API's.
+ * query disagree on the id; tokens made for another audience than this API's; a file name
+ * that collides with the directory of another's checksum file.
  */
 import { randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { connect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clients, kubeConfig, waitFor } from "./helpers.js";
+import type { UploadRecord } from "../../../bpa/rest/store.js";
 import { ApiClient, sha256, startApiFixture, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
 
 const kc = kubeConfig();
@@ -125,5 +128,28 @@ describe("tokens are bound to this API's audience", () => {
       expect((await refused.upload("file", "by-a-foreign-token.bin", randomBytes(100))).status).toBe(401);
     }
     expect((await bound.send("GET", "/api/v1/uploads")).status).toBe(200);
+  });
+});
+
+describe("a file and the directory where another's checksum goes", () => {
+  it("refuses a directory named like a checksum file (a.sha256/b) at creation, and a file whose checksum name is a directory before publishing anything", async () => {
+    const uploader = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-uploader"));
+    const published = (...parts: string[]) => join(fixture.work, "state", "published", "uploads", ...parts);
+    const data = randomBytes(1000);
+    const nested = await uploader.create({ kind: "file", name: "clash.sha256/b", sha256: sha256(data) }, data.length);
+    expect(nested.status, nested.body).toBe(400);
+    expect(nested.body).toContain('directory "clash.sha256" is named like the checksum file of "clash"');
+    expect(existsSync(published("clash.sha256"))).toBe(false);
+
+    // Such a directory published by an earlier version: publishing "old" is refused whole, and listed so.
+    await mkdir(published("old.sha256"), { recursive: true });
+    await writeFile(published("old.sha256", "b"), "earlier\n");
+    const reply = await uploader.upload("file", "old", data);
+    expect(reply.status, reply.body).toBe(409);
+    expect(reply.body).toContain('name "old" clashes with what is published');
+    expect(existsSync(published("old"))).toBe(false);
+    expect(await readdir(published("old.sha256"))).toEqual(["b"]);
+    const records = (await uploader.json<{ items: UploadRecord[] }>("/api/v1/uploads")).body.items;
+    expect(records.find((r) => r.name === "old")).toMatchObject({ state: "rejected" });
   });
 });

@@ -19,6 +19,8 @@ describe("upload metadata", () => {
     }
     expect(() => parseUploadRequest({ kind: "os-image", name: "dir/x.qcow2", sha256: hex })).toThrow(/is not a file name/);
     expect(() => parseUploadRequest({ kind: "os-image", name: "x.qcow2.sha256sum", sha256: hex })).toThrow(/checksum file/);
+    expect(() => parseUploadRequest({ kind: "file", name: "tools/x.sha256", sha256: hex })).toThrow(/ends like a checksum file/);
+    expect(() => parseUploadRequest({ kind: "file", name: "tools/x.sha256/y", sha256: hex })).toThrow(/directory "x.sha256" is named like the checksum file of "x"/);
     expect(() => parseUploadRequest({ kind: "container-image", name: "Site/App:1", sha256: hex })).toThrow(/lowercase repository/);
     expect(() => parseUploadRequest({ kind: "container-image", name: "site/app:-bad", sha256: hex })).toThrow(/tag "-bad" is not a tag/);
     expect(() => parseUploadRequest({ kind: "file", name: "x", sha256: "abc" })).toThrow(/metadata "sha256" is "abc": state the sha256/);
