@@ -18,7 +18,7 @@ import { loadDefinition } from "../../builder/definition.js";
 import { BUILTIN_OVERLAYS, renderOverlayTemplate } from "../../builder/stages/overlays.js";
 
 const ns = (name: string) => `icn-fw-${name}-${process.pid}`;
-const [APPLIANCE, SITE, NODE, POD] = ["app", "site", "node", "pod"].map(ns);
+const [APPLIANCE, SITE, NODE, POD] = [ns("app"), ns("site"), ns("node"), ns("pod")] as const;
 const SITE_NET = { appliance: "198.51.100.1", host: "198.51.100.2" };
 const PROV_NET = { appliance: "172.22.0.1", node: "172.22.0.10" };
 const POD_NET = { gateway: "10.244.0.1", pod: "10.244.0.2" };
@@ -64,8 +64,9 @@ const inNs = (name: string, ...args: string[]) => execa("ip", ["netns", "exec", 
 
 /** "open SOURCE" (TCP: the source address the listener saw), "open" (UDP) or "closed". */
 async function probe(from: string, target: string): Promise<string> {
-  const [proto, rest] = target.split("://");
-  const [host, port] = rest.split(":");
+  const match = /^(tcp|udp):\/\/([\d.]+):(\d+)$/.exec(target);
+  if (!match) throw new Error(`not a probe target: ${target}`);
+  const [, proto, host, port] = match as unknown as [string, string, string, string];
   return String((await inNs(from, "python3", join(work, "probe.py"), proto, host, port)).stdout).trim();
 }
 
@@ -76,7 +77,7 @@ async function reach(from: string, target: string): Promise<"open" | "closed"> {
 /** Each target's reachability from one namespace, probed concurrently: { target: "open" | "closed" }. */
 async function reachAll(from: string, targets: string[]): Promise<Record<string, string>> {
   const results = await Promise.all(targets.map((t) => reach(from, t)));
-  return Object.fromEntries(targets.map((t, i) => [t, results[i]]));
+  return Object.fromEntries(targets.map((t, i) => [t, results[i] ?? "closed"]));
 }
 
 async function listen(name: string, ports: string[]): Promise<void> {
