@@ -17,6 +17,8 @@ declare -A tools=(
   [bwrap]=bubblewrap
   # test/integration/firewall.test.ts loads the appliance's ruleset in network namespaces
   [nft]=nftables
+  # test/unit/site-secrets.test.ts mounts FAT images (through FUSE where the kernel has no vfat)
+  [fusefat]=fusefat
   # npm run e2e:metal3: the emulated servers' libvirt (test/helpers/libvirt.ts)
   [libvirtd]=libvirt-daemon [virsh]=libvirt-clients
 )
