@@ -20,6 +20,7 @@ import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
+import { EXPOSURE_COMMAND, exposureFromOutput, readmeExposure } from "../helpers/exposure.js";
 
 const BOOT_TIMEOUT_S = 15 * 60;
 let out: string;
@@ -179,6 +180,11 @@ describe("the booted appliance's registry", () => {
         "curl -s -o /dev/null -w '%{http_code}' -u icn-push:$(cat /etc/icn-bootstrap/pki/registry-push.password) -X POST http://127.0.0.1:5001/v2/pause/blobs/uploads/",
     );
     expect(loopbackDoor.trim()).toBe("200 403");
+  });
+
+  it("exposes exactly what the README's network exposure table says (its listeners and its firewall)", async () => {
+    const shown = exposureFromOutput(await first.ssh(EXPOSURE_COMMAND));
+    expect(shown).toEqual(await readmeExposure({ kubernetes: false, provisioningNetwork: false }));
   });
 
   it("gives the REST API a certificate of its own from the same CA, for the same names, never the registry's key", async () => {

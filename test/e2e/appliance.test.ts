@@ -33,6 +33,7 @@ import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
+import { EXPOSURE_COMMAND, exposureFromOutput, readmeExposure } from "../helpers/exposure.js";
 
 const BOOT_TIMEOUT_S = 60 * 60; // kubeadm init under TCG takes many minutes
 const READY = /ICN-BOOTSTRAP-READY host=(\S+) .* kubernetes=(v[\d.]+) bpa=available metal3=available/;
@@ -131,6 +132,9 @@ describe("the appliance", () => {
     const listeners = (await ssh(sshPort, "ss -Htlnup | awk '{print $1, $5, $7}'")).stdout.trim();
     console.log(`listeners of the booted appliance:\n  ${listeners.split("\n").join("\n  ")}`);
     expect(listeners).not.toMatch(/:80 /);
+    // README "Network exposure" is what this appliance shows (its site disk names no provisioning network).
+    const shown = exposureFromOutput((await ssh(sshPort, EXPOSURE_COMMAND)).stdout);
+    expect(shown).toEqual(await readmeExposure({ kubernetes: true, provisioningNetwork: false }));
 
     // The site disk's objects, applied once the BPA was available; the Secret's file is gone from the disk.
     const siteLines = consoleLines.filter((l) => l.includes("ICN-SITE"));
