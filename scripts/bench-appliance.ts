@@ -1,0 +1,194 @@
+/**
+ * The appliance's own speed, each figure beside a baseline measured in the same run (no
+ * timed assertions): the appliance without Kubernetes ("lean": firmware, kernel, first-boot
+ * units, registry and file server) and the default appliance, the same host, the same
+ * emulation. Both are the default definition plus an SSH key for the benchmark.
+ *
+ *   npm run bench:appliance             # build both (cached), boot each, print the table
+ *   npm run bench:appliance -- --rest 300 --keep
+ *
+ * Figures: first boot to the ready marker (and each first-boot step), the first runner
+ * pod Running after its Job is made (the kubespray runner image), CPU at rest per process
+ * over --rest seconds after a quiet minute, and the bytes containerd decompressed (layers
+ * it pulled compressed).
+ */
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { execa } from "execa";
+import { bootImage, type BootResult } from "../builder/boot/qemu.js";
+import { freePort } from "../builder/registry/server.js";
+import { withoutKubernetes, writeDefinition } from "../test/helpers/definition.js";
+
+const { values: args } = parseArgs({
+  options: {
+    rest: { type: "string", default: "300" },
+    keep: { type: "boolean", default: false },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log("usage: npm run bench:appliance [-- --rest SECONDS] [--keep]\n\nBoots the lean and the default appliance under QEMU (KVM when it works, else TCG) and prints\nboot, first-Job and CPU-at-rest figures side by side. --keep leaves the work directory.");
+  process.exit(0);
+}
+const REST_S = Number(args.rest);
+if (!Number.isInteger(REST_S) || REST_S < 30) {
+  console.error(`bench:appliance: --rest takes whole seconds, at least 30, not '${args.rest}'`);
+  process.exit(2);
+}
+
+const repo = resolve(import.meta.dirname, "..");
+const work = await mkdtemp(join(tmpdir(), "icn-bench-appliance-"));
+const key = join(work, "id");
+await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
+const log = (m: string) => console.error(`bench:appliance: ${m}`);
+
+async function build(name: string, patch: (d: Record<string, any>) => void): Promise<string> {
+  const definition = await writeDefinition((d) => {
+    patch(d);
+    d.access = { sshAuthorizedKeys: [publicKey] };
+  });
+  const out = join(work, name);
+  log(`building the ${name} appliance…`);
+  const result = await execa(join(repo, "icn-bootstrap"), ["build", "--definition", definition, "--format", "qcow2", "--out", out], { reject: false, all: true });
+  if (result.exitCode !== 0) throw new Error(`build of the ${name} appliance failed:\n${result.all}`);
+  return join(out, "icn-bootstrap.qcow2");
+}
+
+interface Booted {
+  vm: BootResult;
+  steps: [string, number][];
+  ssh: (command: string) => Promise<string>;
+}
+
+async function boot(image: string): Promise<Booted> {
+  const sshPort = await freePort();
+  const lines: string[] = [];
+  const vm = await bootImage({ image, firmware: "bios", timeoutSeconds: 3600, memoryMiB: 4096, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`], onLine: (l) => lines.push(l) });
+  if (!vm.ready) throw new Error(`no ready marker: ${vm.failure ?? vm.lastLines.join("\n")}`);
+  const steps = lines.flatMap((l): [string, number][] => {
+    const m = /ICN-BOOTSTRAP-STEP (\S+) after (\d+)s/.exec(l);
+    return m ? [[m[1]!, Number(m[2])]] : [];
+  });
+  const ssh = async (command: string) =>
+    String((await execa("ssh", ["-i", key, "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command])).stdout);
+  return { vm, steps, ssh };
+}
+
+/** CPU per process name (% of one CPU) and the whole machine's, over `seconds`, from /proc inside the appliance. */
+const CPU_SAMPLER = `
+import os, time, sys
+HZ = os.sysconf("SC_CLK_TCK")
+def procs():
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit(): continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = os.path.basename(cmd[0].decode(errors="replace")) if cmd and cmd[0] else stat[stat.index("(") + 1:stat.rindex(")")]
+        if name in ("node", "python3", "python3.13") and len(cmd) > 1: name += " " + os.path.basename(cmd[1].decode(errors="replace"))
+        out[pid] = (name, int(fields[11]) + int(fields[12]))
+    return out
+def total():
+    parts = open("/proc/stat").readline().split()[1:]
+    values = list(map(int, parts))
+    return sum(values) - values[3] - values[4]
+seconds = float(sys.argv[1])
+a, ta = procs(), total()
+time.sleep(seconds)
+b, tb = procs(), total()
+use = {}
+for pid, (name, ticks) in b.items():
+    before = a[pid][1] if pid in a else 0  # a process started in the window: all its ticks are in it
+    use[name] = use.get(name, 0) + (ticks - before)
+print(f"TOTAL {100 * (tb - ta) / HZ / seconds:.1f}")
+for name, ticks in sorted(use.items(), key=lambda kv: -kv[1])[:15]:
+    print(f"{100 * ticks / HZ / seconds:.1f} {name}")
+`;
+
+async function cpuAtRest(booted: Booted): Promise<{ total: number; top: [string, number][] }> {
+  await booted.ssh(`cat > /run/cpu-sampler.py <<'EOF'\n${CPU_SAMPLER}\nEOF`);
+  log(`a quiet minute, then CPU over ${REST_S} s…`);
+  await new Promise((r) => setTimeout(r, 60_000));
+  const out = await booted.ssh(`python3 /run/cpu-sampler.py ${REST_S}`);
+  const [first, ...rest] = out.trim().split("\n");
+  return {
+    total: Number(first!.split(" ")[1]),
+    top: rest.map((l) => {
+      const [pct, ...name] = l.split(" ");
+      return [name.join(" "), Number(pct)] as [string, number];
+    }),
+  };
+}
+
+/** Bytes of compressed layers containerd pulled (each decompressed to unpack it): content with an "uncompressed" label. */
+async function decompressedBytes(booted: Booted): Promise<number> {
+  const out = await booted.ssh("ctr -n k8s.io content ls 2>/dev/null | awk 'NR > 1 && /containerd.io\\/uncompressed=/ { print $2 }'");
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .reduce((sum, size) => sum + parseSize(size), 0);
+}
+
+function parseSize(text: string): number {
+  const m = /^([\d.]+)\s*([KMGT]?i?B)?$/.exec(text.trim());
+  if (!m) return 0;
+  const unit = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, TiB: 1024 ** 4 }[m[2] ?? "B"] ?? 1;
+  return Number(m[1]) * unit;
+}
+
+/** Seconds from creating a Job with the kubespray runner image to its pod Running. */
+async function firstRunner(booted: Booted): Promise<number> {
+  const image = (await booted.ssh("kubectl -n bpa-system get configmap bpa-config -o yaml 2>/dev/null | sed -n 's/.*runnerImage: *//p' | head -n1")).trim() || "bootstrap.icn:5000/icn/kubespray-runner:latest";
+  const started = Date.now();
+  await booted.ssh(`export KUBECONFIG=/etc/kubernetes/admin.conf; kubectl create job bench-runner --image=${image} -- sleep 600 >/dev/null && kubectl wait --for=jsonpath='{.status.ready}'=1 job/bench-runner --timeout=3600s >/dev/null`);
+  const seconds = (Date.now() - started) / 1000;
+  await booted.ssh("KUBECONFIG=/etc/kubernetes/admin.conf kubectl delete job bench-runner --wait=false >/dev/null");
+  return seconds;
+}
+
+const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : "n/a");
+const mib = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(0)} MiB`;
+
+try {
+  const leanImage = await build("lean", withoutKubernetes);
+  const fullImage = await build("default", (d) => {
+    d.kubernetes = { ...d.kubernetes, enabled: true };
+  });
+
+  log("booting the lean appliance…");
+  const lean = await boot(leanImage);
+  const leanRest = await cpuAtRest(lean);
+  await lean.vm.stop?.();
+
+  log("booting the default appliance (Kubernetes, BPA, Metal3 and Ironic)…");
+  const full = await boot(fullImage);
+  const decompressed = await decompressedBytes(full);
+  const fullRest = await cpuAtRest(full);
+  log("the first Job with the kubespray runner image…");
+  const runner = await firstRunner(full);
+  const decompressedWithRunner = await decompressedBytes(full);
+  await full.vm.stop?.();
+
+  const rows: [string, string, string, string][] = [
+    [`first boot to the ready marker (${full.vm.accel})`, `${full.vm.seconds.toFixed(0)} s`, `${lean.vm.seconds.toFixed(0)} s`, ratio(full.vm.seconds, lean.vm.seconds)],
+    ...full.steps.map(([step, s]): [string, string, string, string] => [`  step ${step}`, `${s} s`, "", ""]),
+    ["first runner pod Running after its Job", `${runner.toFixed(0)} s`, "", ""],
+    ["bytes decompressed by containerd at first boot", mib(decompressed), "0 MiB", ""],
+    ["  … and with the runner's image", mib(decompressedWithRunner), "", ""],
+    [`CPU at rest over ${REST_S} s (% of one CPU)`, `${fullRest.total.toFixed(1)} %`, `${leanRest.total.toFixed(1)} %`, ratio(fullRest.total, leanRest.total)],
+    ...fullRest.top.map(([name, pct]): [string, string, string, string] => [`  ${name}`, `${pct.toFixed(1)} %`, "", ""]),
+  ];
+  const width = Math.max(...rows.map((r) => r[0].length));
+  console.log(`${"".padEnd(width)}  ${"default".padStart(10)}  ${"lean".padStart(10)}  ratio`);
+  for (const [what, a, b, r] of rows) console.log(`${what.padEnd(width)}  ${a.padStart(10)}  ${b.padStart(10)}  ${r}`);
+  console.log(`(host: ${(await execa("nproc")).stdout} cores, load ${(await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ")})`);
+} finally {
+  if (!args.keep) await rm(work, { recursive: true, force: true });
+}
