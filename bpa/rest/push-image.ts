@@ -4,11 +4,16 @@
  * Docker 25+ archives are OCI layouts too). Unpacked into work/<id>, every blob's digest
  * checked against its bytes, then pushed: blobs, child manifests by digest, and the
  * top manifest under the tag the client named. Returns the pullable reference by digest.
+ *
+ * The archive is untrusted: its JSON documents are read whole only up to MAX_JSON_BYTES (the
+ * API runs in 256 MiB), and it may unpack to no more than its own size, which the upload's
+ * creation reserved on the disk for unpacking it (a compressed archive could hold far more).
  */
 import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { x as untar } from "tar";
+import { Unpack } from "tar";
 import { RequestError, parseImageName } from "./kinds.js";
 import { RegistryClient } from "./registry.js";
 import { sha256File } from "./store.js";
@@ -34,6 +39,27 @@ interface Manifest {
 
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
 
+/** The largest JSON document of an archive read into memory (distribution refuses larger manifests too). */
+const MAX_JSON_BYTES = 4 * 1024 * 1024;
+/** An image archive has a few files per layer; more entries than this are no image. */
+const MAX_ARCHIVE_ENTRIES = 100_000;
+
+const mib = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MiB`;
+
+/** A JSON document of the archive, its size checked before it is read; `member` names it in errors. */
+async function readJsonMember<T>(path: string, member: string): Promise<{ bytes: Buffer; value: T }> {
+  const size = (await stat(path)).size;
+  if (size > MAX_JSON_BYTES) {
+    throw new RequestError(422, `the image archive's ${member} is ${mib(size)} (${size} bytes), over the ${mib(MAX_JSON_BYTES)} this API reads of a JSON document: not an image export (skopeo copy IMAGE oci-archive:FILE, or docker save)`);
+  }
+  const bytes = await readFile(path);
+  try {
+    return { bytes, value: JSON.parse(bytes.toString("utf8")) as T };
+  } catch (error) {
+    throw new RequestError(422, `the image archive's ${member} is not JSON: ${(error as Error).message}`);
+  }
+}
+
 /** A blob of the layout, checked: its bytes must have its digest and size. */
 async function checkedBlob(layout: string, d: Descriptor): Promise<string> {
   if (!DIGEST.test(d.digest)) throw new RequestError(422, `the image archive names a blob "${d.digest}": only sha256 digests are supported`);
@@ -53,10 +79,9 @@ class Pusher {
     private readonly layout: string,
   ) {}
 
-  /** Pushes one manifest (recursively for indexes) by its descriptor; returns its bytes. */
+  /** Pushes one manifest (recursively for indexes) by its descriptor. */
   async push(d: Descriptor, reference: string): Promise<void> {
-    const bytes = await readFile(await checkedBlob(this.layout, d));
-    const manifest = JSON.parse(bytes.toString("utf8")) as Manifest;
+    const { bytes, value: manifest } = await readJsonMember<Manifest>(await checkedBlob(this.layout, d), `manifest ${d.digest}`);
     const mediaType = manifest.mediaType ?? d.mediaType;
     if (mediaType === OCI_INDEX || mediaType === DOCKER_LIST) {
       for (const child of manifest.manifests ?? []) await this.push(child, child.digest);
@@ -73,8 +98,9 @@ class Pusher {
 
 /** A `docker save` archive (manifest.json, layers as tar files): made into a layout entry. */
 async function fromDockerSave(dir: string): Promise<{ manifest: Buffer; files: Map<string, string> }> {
-  const list = JSON.parse(await readFile(join(dir, "manifest.json"), "utf8")) as { Config: string; Layers: string[] }[];
-  if (list.length !== 1) throw new RequestError(422, `the docker save archive holds ${list.length} images: upload one image per archive (docker save IMAGE)`);
+  const { value: list } = await readJsonMember<{ Config: string; Layers: string[] }[]>(join(dir, "manifest.json"), "manifest.json");
+  const images = Array.isArray(list) ? list.length : 0;
+  if (images !== 1) throw new RequestError(422, `the docker save archive holds ${images} images: upload one image per archive (docker save IMAGE)`);
   const files = new Map<string, string>();
   const describe = async (relative: string, mediaType: string): Promise<Descriptor> => {
     // Only files of the archive itself: a path out of it would push the server's own files.
@@ -95,6 +121,44 @@ async function fromDockerSave(dir: string): Promise<{ manifest: Buffer; files: M
   return { manifest: Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: OCI_MANIFEST, config, layers })), files };
 }
 
+/**
+ * Unpacks regular files and directories only (no links that could point out of the
+ * archive), counting each entry as it takes in a tar stream (a 512-byte header, the data in
+ * 512-byte blocks): past `budget` bytes, or MAX_ARCHIVE_ENTRIES entries, it stops at once.
+ * An uncompressed archive always fits its own size; a compressed one only if it does too.
+ */
+async function unpackWithin(archive: string, workDir: string, budget: number): Promise<void> {
+  let unpacked = 0;
+  let entries = 0;
+  const unpack: Unpack = new Unpack({
+    cwd: workDir,
+    strict: true,
+    preservePaths: false,
+    filter: (_path, entry) => {
+      if (!("type" in entry)) return false;
+      unpacked += 512 + Math.ceil(entry.size / 512) * 512;
+      entries += 1;
+      if (unpacked > budget || entries > MAX_ARCHIVE_ENTRIES) {
+        const what = entries > MAX_ARCHIVE_ENTRIES ? `more than ${MAX_ARCHIVE_ENTRIES} entries` : `more than its own ${budget} bytes (the space its upload reserved for unpacking it)`;
+        unpack.abort(new RequestError(422, `the container image archive unpacks to ${what}: a compressed archive or no image export; upload the uncompressed tar that skopeo copy IMAGE oci-archive:FILE or docker save writes`));
+        return false;
+      }
+      return entry.type === "File" || entry.type === "OldFile" || entry.type === "Directory";
+    },
+  });
+  const input = createReadStream(archive);
+  await new Promise<void>((done, fail) => {
+    const stop = (error: Error) => {
+      input.destroy();
+      fail(error);
+    };
+    unpack.on("error", stop);
+    input.on("error", stop);
+    unpack.on("close", () => done());
+    input.pipe(unpack);
+  });
+}
+
 export interface PushResult {
   /** The manifest's digest in the registry. */
   digest: string;
@@ -108,15 +172,15 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
   await mkdir(workDir, { recursive: true });
   try {
     try {
-      // Regular files and directories only: no links that could point out of the archive.
-      await untar({ file: archive, cwd: workDir, strict: true, preservePaths: false, filter: (_path, entry) => "type" in entry && (entry.type === "File" || entry.type === "OldFile" || entry.type === "Directory") });
+      await unpackWithin(archive, workDir, (await stat(archive)).size);
     } catch (error) {
+      if (error instanceof RequestError) throw error;
       throw new RequestError(422, `the container image upload is not a tar archive (${(error as Error).message}): upload an OCI layout as a tar (skopeo copy IMAGE oci-archive:FILE) or a docker save archive`);
     }
     const has = (f: string) => stat(join(workDir, f)).then(() => true, () => false);
     let top: Descriptor;
     if (await has("index.json")) {
-      const index = JSON.parse(await readFile(join(workDir, "index.json"), "utf8")) as Manifest;
+      const { value: index } = await readJsonMember<Manifest>(join(workDir, "index.json"), "index.json");
       const manifests = index.manifests ?? [];
       if (manifests.length !== 1) {
         throw new RequestError(422, `the OCI layout's index.json lists ${manifests.length} manifests: upload a layout with exactly one image (or one image index)`);
@@ -134,6 +198,7 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
     }
     return { digest: top.digest, url: `${pullHost}/${repository}@${top.digest}` };
   } finally {
-    await rm(workDir, { recursive: true, force: true });
+    // Retried: after a stopped unpack, writes of entries read before the stop may still be finishing.
+    await rm(workDir, { recursive: true, force: true, maxRetries: 10 });
   }
 }

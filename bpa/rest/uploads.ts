@@ -49,6 +49,10 @@ export interface UploadOptions {
 const GiB = 1024 ** 3;
 const human = (n: number) => (n >= GiB ? `${(n / GiB).toFixed(2)} GiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`);
 const key = (kind: Kind, name: string) => `${kind}:${name}`;
+/** States of a record written when processing starts, before its outcome is known. */
+const PROCESSING: readonly string[] = ["verifying", "publishing"];
+const STOPPED_WHILE_PROCESSING =
+  "the server stopped while processing this upload (out of memory?): it is not processed again, so that it cannot stop the server again; nothing was published. If the server was stopped for another reason (a power cut, a restart), upload the file again";
 
 /** tus hooks fail a request by throwing { status_code, body }. */
 function tusError(status: number, message: string) {
@@ -106,7 +110,19 @@ export class Uploads {
 
   async start(): Promise<void> {
     await this.o.store.init();
+    // A record is written when processing starts: one still processing means that processing
+    // stopped the server (or a power cut did). Processed again, it could stop it again, for ever.
+    const records = await this.o.store.readRecords();
+    for (const record of records.filter((r) => PROCESSING.includes(r.state))) {
+      await this.o.store.writeRecord({ ...record, state: "failed", error: STOPPED_WHILE_PROCESSING, finished: new Date().toISOString() });
+      this.o.log.warn("upload failed: the server stopped while processing it", { id: record.id, kind: record.kind, name: record.name });
+    }
+    const over = new Set(records.map((r) => r.id));
     for (const upload of await this.inProgress()) {
+      if (over.has(upload.id)) {
+        await this.removeUploadFiles(upload.id);
+        continue;
+      }
       const m = upload.metadata ?? {};
       if (m.kind && m.name) this.claims.set(key(m.kind as Kind, m.name), upload.id);
       // Complete before a restart, but not yet published: finish it now.
@@ -222,6 +238,7 @@ export class Uploads {
     let status = 200;
     try {
       this.busy.set(upload.id, "verifying");
+      await this.o.store.writeRecord(record);
       const actual = await sha256File(source);
       if (actual !== record.sha256) {
         throw new RequestError(422, `sha256 mismatch for ${record.kind} "${record.name}": the client stated ${record.sha256}, the ${record.size} bytes received have ${actual}; nothing was published and the upload is removed: check the file and upload it again`);
@@ -250,11 +267,15 @@ export class Uploads {
     this.received.delete(upload.id);
     await this.o.store.writeRecord(record);
     // The upload is over either way: its bytes were moved, or are not wanted.
-    await rm(source, { force: true });
-    await this.datastore.configstore.delete(upload.id).catch(() => undefined);
+    await this.removeUploadFiles(upload.id);
     if (this.claims.get(key(record.kind, record.name)) === upload.id) this.claims.delete(key(record.kind, record.name));
     if (record.state !== "published") throw tusError(status, record.error!);
     return record;
+  }
+
+  private async removeUploadFiles(id: string): Promise<void> {
+    await rm(this.o.store.uploadPath(id), { force: true });
+    await this.datastore.configstore.delete(id).catch(() => undefined);
   }
 
   private async inProgress(): Promise<Upload[]> {
@@ -290,7 +311,8 @@ export class Uploads {
         ...(this.received.has(u.id) ? { bytesReceived: this.received.get(u.id)! } : {}),
       });
     }
-    const finished = (await this.o.store.readRecords()).sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
+    // Records still processing are listed above, as uploads in progress.
+    const finished = (await this.o.store.readRecords()).filter((r) => !PROCESSING.includes(r.state)).sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
     // A later upload of the same kind and name replaced an earlier one.
     const latest = new Map<string, string>();
     for (const r of finished) if (r.state === "published") latest.set(key(r.kind, r.name), r.id);
