@@ -177,8 +177,8 @@ export class Uploads {
       throw tusError(409, `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`);
     }
     const unpacked = request.kind === "container-image" ? size : 0; // the archive is unpacked before the push
-    let pending = 0;
-    for (const u of await this.inProgress()) pending += (u.size ?? 0) - u.offset;
+    let pending = 0; // the bytes still to come of every upload in progress, and the unpacking of their images
+    for (const u of await this.inProgress()) pending += (u.size ?? 0) - u.offset + (u.metadata?.kind === "container-image" ? (u.size ?? 0) : 0);
     const free = await this.o.store.freeBytes();
     const needed = size + unpacked + pending + this.o.reserveBytes;
     if (needed > free) {

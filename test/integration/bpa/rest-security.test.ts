@@ -2,17 +2,20 @@
  * The REST API against attacks by its own users (issue 32), with the real server and the
  * real kube-apiserver: an uploader reaching another's upload through a URL whose path and
  * query disagree on the id; tokens made for another audience than this API's; a file name
- * that collides with the directory of another's checksum file.
+ * that collides with the directory of another's checksum file; container images still
+ * uploading whose unpacking the disk budget forgot.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "node:tls";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clients, kubeConfig, waitFor } from "./helpers.js";
 import type { UploadRecord } from "../../../bpa/rest/store.js";
-import { ApiClient, sha256, startApiFixture, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
+import { ApiClient, sha256, startApiFixture, startTestApi, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -151,5 +154,27 @@ describe("a file and the directory where another's checksum goes", () => {
     expect(await readdir(published("old.sha256"))).toEqual(["b"]);
     const records = (await uploader.json<{ items: UploadRecord[] }>("/api/v1/uploads")).body.items;
     expect(records.find((r) => r.name === "old")).toMatchObject({ state: "rejected" });
+  });
+});
+
+describe.runIf(process.getuid?.() === 0)("the disk budget of uploads in progress", () => {
+  it("counts the unpacking of container images still uploading, not only their remaining bytes", async () => {
+    const small = await mkdtemp(join(tmpdir(), "icn-api-budget-"));
+    await execa("mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", small]);
+    const api = await startTestApi(kc, fixture.ns, small, fixture.tls);
+    try {
+      const client = new ApiClient(`https://127.0.0.1:${api.port}`, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-uploader"));
+      const MiB = 1024 * 1024;
+      // 6 MiB, and 6 more to unpack it: 12 of the 16.
+      expect((await client.create({ kind: "container-image", name: "budget/first:1", sha256: sha256("a") }, 6 * MiB)).status).toBe(201);
+      // 3 + 3 more: with the first's 6 + 6 still to come, over 16.
+      const second = await client.create({ kind: "container-image", name: "budget/second:1", sha256: sha256("b") }, 3 * MiB);
+      expect(second.status, second.body).toBe(507);
+      expect(second.body).toMatch(/uploads in progress 12\.0 MiB more/);
+    } finally {
+      await api.stop();
+      await execa("umount", [small], { reject: false });
+      await rm(small, { recursive: true, force: true });
+    }
   });
 });
