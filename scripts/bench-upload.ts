@@ -28,6 +28,7 @@ import { freePort } from "../builder/registry/server.js";
 import { makeClients } from "../bpa/controller/kube.js";
 import { makeServerTls } from "../test/fixtures/bpa/server-tls.js";
 import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
+import { TOKEN_AUDIENCE } from "../bpa/rest/auth.js";
 
 const { values } = parseArgs({ options: { "size-mib": { type: "string", default: "2048" }, json: { type: "string" }, dir: { type: "string" } } });
 const root = resolve(import.meta.dirname, "..");
@@ -89,7 +90,7 @@ try {
   await c.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: "bench" } } });
   await c.rbac.createClusterRole({ body: { metadata: { name: "bpa-api-uploader" }, rules: [{ apiGroups: ["bpa.akraino.org"], resources: ["uploads"], verbs: ["create", "get", "list"] }] } });
   await c.rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: "bench" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name: "bench", namespace: ns }] } });
-  const token = (await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: "bench", body: { spec: { audiences: [], expirationSeconds: 7200 } } })).status!.token;
+  const token = (await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: "bench", body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 7200 } } })).status!.token;
   await execa("npm", ["run", "--silent", "build:bpa"], { cwd: root });
   const apiPort = await freePort();
   const api = spawn(process.execPath, ["out/bpa/bpa.mjs", "api", "--kubeconfig", kube.kubeconfigPath, "--port", String(apiPort), "--tls-cert", tls.certFile, "--tls-key", tls.keyFile, "--state-dir", join(work, "state")], {

@@ -24,6 +24,7 @@ import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Provisioning } from "../../bpa/api/types.js";
 import type { UploadRecord } from "../../bpa/rest/store.js";
+import { TOKEN_AUDIENCE } from "../../bpa/rest/auth.js";
 import { makeClients, type Clients } from "../../bpa/controller/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
@@ -235,7 +236,7 @@ describe("the appliance", () => {
 
     // A developer's uploads from another machine (the forwarded NodePort; 127.0.0.1 is in the
     // site certificate), with the ready-made uploader identity the README names.
-    const token = (await c.core.createNamespacedServiceAccountToken({ namespace: "bpa-system", name: "bpa-api-uploader", body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status!.token;
+    const token = (await c.core.createNamespacedServiceAccountToken({ namespace: "bpa-system", name: "bpa-api-uploader", body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 3600 } } })).status!.token;
     const caFile = join(work, "site-ca.crt");
     await writeFile(caFile, ca.data!["ca.crt"]!);
     const server = `https://127.0.0.1:${restPort}`;
