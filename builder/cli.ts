@@ -1,6 +1,7 @@
 import { formatError } from "./errors.js";
 import { commands } from "./commands/index.js";
 import { installInterruptHandlers } from "./interrupt.js";
+import { pinHostEnvironment } from "./reproducible.js";
 
 function mainHelp(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -15,6 +16,8 @@ function mainHelp(): string {
     "Run 'icn-bootstrap <command> --help' for a command's options.",
   ].join("\n");
 }
+
+const USER_FILES = new Set(["site", "upload"]);
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
@@ -31,6 +34,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(command.usage);
     return 0;
   }
+  // Not for the commands that write the user's own files (a site folder holds Secrets): those keep the user's umask.
+  if (!USER_FILES.has(command.name)) pinHostEnvironment();
   return (await command.run(rest)) ?? 0;
 }
 

@@ -19,3 +19,20 @@ export function sourceDateEpoch(lock: Pick<DebianLock, "indexes" | "packages">):
   }
   return newest;
 }
+
+/**
+ * What the build writes must not depend on the host's umask, time zone or locale (issue 34):
+ * this process and every command it runs (mmdebstrap, tar, mkfs, mtools, pip, …) get umask
+ * 022, TZ=UTC and LC_ALL=C.UTF-8. Node's own collation is taken from the locale at startup,
+ * and localeCompare() without a locale (ours, and the CycloneDX library's sorting of the
+ * SBOM) follows it: "ch" sorts after "h" in Czech. It is pinned to English here.
+ */
+export function pinHostEnvironment(): void {
+  process.umask(0o022);
+  process.env.TZ = "UTC";
+  process.env.LC_ALL = "C.UTF-8";
+  const localeCompare = String.prototype.localeCompare;
+  String.prototype.localeCompare = function (this: string, that: string, locales?: string | string[], options?: Intl.CollatorOptions): number {
+    return localeCompare.call(this, that, locales ?? "en", options);
+  };
+}
