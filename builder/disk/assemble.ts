@@ -57,12 +57,13 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const staging = join(work, "root");
   const fakerootState = join(work, "fakeroot.state");
   await mkdir(staging, { recursive: true });
-  const timeEnv = { SOURCE_DATE_EPOCH: String(plan.epoch), E2FSPROGS_FAKE_TIME: String(plan.epoch) };
+  // TZ: mtools write FAT times in local time.
+  const timeEnv = { SOURCE_DATE_EPOCH: String(plan.epoch), E2FSPROGS_FAKE_TIME: String(plan.epoch), TZ: "UTC" };
   const rootFsUuid = planLayout(plan.seed, 0, 0, { site: plan.site }).rootFsUuid;
 
   run.log("unpacking the root filesystem");
   await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: plan.serial, title: plan.title }));
-  await run.exec("fakeroot", ["-s", fakerootState, "--", "sh", "-euc", COMPOSE, "compose", plan.rootfsTar, staging, join(work, "grub.cfg"), join(plan.records ? run.out : work, SYSTEMD_SHADOW), ...plan.layers], { env: timeEnv });
+  await run.exec("fakeroot", ["-s", fakerootState, "--", "bash", "-euo", "pipefail", "-c", COMPOSE, "compose", plan.rootfsTar, staging, join(work, "grub.cfg"), join(plan.records ? run.out : work, SYSTEMD_SHADOW), ...plan.layers], { env: timeEnv });
   if (plan.layers.length > 0) run.log(`added ${plan.layers.length} content layer${plan.layers.length === 1 ? "" : "s"}`);
   const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
   const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
@@ -126,15 +127,22 @@ function writePartition(exec: (file: string, args: string[]) => Promise<string>,
  * $1 rootfs tar, $2 staging dir, $3 grub.cfg, $4 systemd shadow dir, $5... layer trees.
  * Runs inside fakeroot: files are owned by root whatever user builds. Every mtime newer
  * than SOURCE_DATE_EPOCH (the layers' files, grub.cfg, the directories they went into)
- * is clamped to it.
+ * is clamped to it. Modes do not depend on the host's umask (issue 34): a layer's
+ * directories are 0755, its files 0755 when executable, else 0644, whatever modes they
+ * have in the stage cache; a directory the root already has keeps its own (/etc, /var/lib),
+ * and a symbolic link to one stays one.
  */
 const COMPOSE = `
+umask 022
 root="$2"; grubcfg="$3"; shadow="$4"
 tar --numeric-owner -xpf "$1" -C "$root"
 shift 4
-for layer in "$@"; do cp -r --preserve=mode,links --no-preserve=ownership "$layer"/. "$root"/; done
-mkdir -p "$root"/boot/grub "$shadow"/usr/lib/systemd "$shadow"/etc/systemd
-cp "$grubcfg" "$root"/boot/grub/grub.cfg
+for layer in "$@"; do
+  tar -C "$layer" --mode=u=rwX,go=rX -cf - . | tar -C "$root" -xpf - --no-same-owner --no-overwrite-dir --keep-directory-symlink --touch
+done
+install -d -m 0755 "$root"/boot/grub
+install -m 0644 "$grubcfg" "$root"/boot/grub/grub.cfg
+mkdir -p "$shadow"/usr/lib/systemd "$shadow"/etc/systemd
 cp -a "$root"/usr/lib/systemd/system "$shadow"/usr/lib/systemd/
 cp -a "$root"/etc/systemd/system "$shadow"/etc/systemd/
 ln -s usr/lib "$shadow"/lib

@@ -31,7 +31,8 @@ export async function makeSiteFilesystem(exec: Exec, file: string, bytes: number
  * `image@@offset`) with a site folder's files: site.yaml and manifests/.
  */
 export async function writeSiteFiles(exec: Exec, address: string, files: { path: string; source: string }[], epoch?: number): Promise<void> {
-  const env = epoch === undefined ? undefined : { SOURCE_DATE_EPOCH: String(epoch) };
+  // mtools write FAT times in local time: the build's are the epoch in UTC, whatever the host's zone.
+  const env = epoch === undefined ? undefined : { SOURCE_DATE_EPOCH: String(epoch), TZ: "UTC" };
   const existing = (await exec("mdir", ["-b", "-i", address, "::/"], { env })).split("\n").map((l) => l.trim()).filter(Boolean);
   const dirsThere = existing.filter((p) => p.endsWith("/")).map((p) => p.slice(0, -1));
   const filesThere = existing.filter((p) => !p.endsWith("/"));
