@@ -35,6 +35,12 @@ interface OverlayEntry {
   digest: string;
 }
 
+/**
+ * An overlay file is installed 0755 when executable, else 0644: what git records, not
+ * what the checkout's umask made of it (a checkout under umask 077 has 0600 files).
+ */
+const fileMode = (mode: number) => (mode & 0o111 ? 0o755 : 0o644);
+
 async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry[]> {
   const entries: OverlayEntry[] = [];
   async function walk(current: string): Promise<void> {
@@ -51,7 +57,7 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
       const path = relative(dir, full);
       const into = join(target, path);
       if (info.isSymbolicLink()) entries.push({ dir, path, target: into, kind: "symlink", mode: 0o777, digest: sha256Text(await readlink(full)) });
-      else if (info.isFile()) entries.push({ dir, path, target: into, kind: "file", mode: info.mode & 0o7777, digest: sha256Text(await readFile(full, "utf8")) });
+      else if (info.isFile()) entries.push({ dir, path, target: into, kind: "file", mode: fileMode(info.mode), digest: sha256Text(await readFile(full, "utf8")) });
     }
   }
   await walk(dir);
