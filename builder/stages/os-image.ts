@@ -84,7 +84,8 @@ export const osRootfsStage: Stage<OsRootfsDeps> = {
   async build(run, deps) {
     const { debian, set, resolve, files, name, epoch, ramdisk } = deps;
     const tar = rootfsTar(run.out);
-    const copies = files.flatMap((f) => (f.directory ? [`mkdir -p "$1"${f.to}`, `sync-in ${f.from} ${f.to}`] : [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`]));
+    // A directory's modes are decided here, not by the umask its tree (a cache) was made under.
+    const copies = files.flatMap((f) => (f.directory ? [`mkdir -p "$1"${f.to}`, `sync-in ${f.from} ${f.to}`, `chmod -R u=rwX,go=rX "$1"${f.to}`] : [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`]));
     run.log(`mmdebstrap ${name}: ${set.requested.length} requested packages${resolve ? " (resolving)" : ""}`);
     await mmdebstrap(
       run.exec,
