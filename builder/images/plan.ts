@@ -75,7 +75,8 @@ async function treeHash(path: string): Promise<string> {
     const info = await lstat(p);
     const rel = relative(path, p);
     if (info.isDirectory()) {
-      hash.update(`d ${rel} ${info.mode & 0o777}\n`);
+      // Not its mode: the layer makes every directory 0755 (oci/layer.ts), and the host's umask made this one.
+      hash.update(`d ${rel}\n`);
       for (const name of (await readdir(p)).sort()) await walk(join(p, name));
     } else if (info.isSymbolicLink()) hash.update(`l ${rel} ${await readlink(p)}\n`);
     else if (info.isFile()) {
