@@ -1,7 +1,8 @@
 /**
  * Bit-reproducible images: two builds from the same commit and lock file, the second
  * with an empty stage cache of its own (ICN_BOOTSTRAP_STAGE_CACHE; the artifact, .deb and
- * layer caches stay shared, as on a machine that keeps its downloads), give the same
+ * layer caches stay shared, as on a machine that keeps its downloads) and as a hardened
+ * host runs it (umask 077, another time zone and locale, a private TMPDIR), give the same
  * USB image, qcow2, SBOM and contents manifest. Then `verify` on the result: the images
  * pass, a changed byte in a root filesystem file or in a registry blob fails, named.
  */
@@ -12,7 +13,8 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, type CliResult } from "../helpers/cli.js";
+import { execa } from "execa";
+import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { flipByteOfFile } from "../helpers/image.js";
 import { blobPath } from "../../builder/stages/registry.js";
 import { OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
@@ -21,6 +23,24 @@ const BUILD_TIMEOUT = 60 * 60_000;
 const VERIFY_TIMEOUT = 10 * 60_000;
 const NAME = "icn-bootstrap";
 const OUTPUTS = [`${NAME}.img`, `${NAME}.qcow2`, `${NAME}.cdx.json`, `${NAME}.contents.txt`];
+
+/**
+ * The CLI as a hardened host runs it (issue 34): umask 077 (CIS recommends 027), a time
+ * zone 12h45 from UTC, a locale whose collation differs from English ("ch" after "h"),
+ * a private TMPDIR (mode 0700).
+ */
+async function runCliHardened(args: string[], env: Record<string, string>): Promise<CliResult> {
+  const tmp = await mkdtemp(join(tmpdir(), "icn-repro-tmp-"));
+  const cli = ["node", "--import", "tsx", join(REPO, "builder/cli.ts"), ...args];
+  const result = await execa("sh", ["-c", 'umask 077 && exec "$@"', "sh", ...cli], {
+    cwd: REPO,
+    reject: false,
+    all: true,
+    env: { ...env, TZ: "Pacific/Chatham", LANG: "cs_CZ.UTF-8", LC_ALL: "cs_CZ.UTF-8", TMPDIR: tmp },
+  });
+  await rm(tmp, { recursive: true, force: true });
+  return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr), all: String(result.all) };
+}
 
 async function sha256(path: string): Promise<string> {
   const hash = createHash("sha256");
@@ -68,9 +88,9 @@ describe("reproducible build", () => {
     stagesB = await mkdtemp(join(tmpdir(), "icn-repro-stages-"));
     first = await runCli(["build", "--out", outs[0]!]);
     const started = Date.now();
-    second = await runCli(["build", "--out", outs[1]!], { ICN_BOOTSTRAP_STAGE_CACHE: stagesB });
+    second = await runCliHardened(["build", "--out", outs[1]!], { ICN_BOOTSTRAP_STAGE_CACHE: stagesB });
     secondSeconds = (Date.now() - started) / 1000;
-    console.log(`second build (empty stage cache): ${secondSeconds.toFixed(0)} s`);
+    console.log(`second build (empty stage cache, umask 077, TZ Pacific/Chatham, LC_ALL cs_CZ.UTF-8, private TMPDIR): ${secondSeconds.toFixed(0)} s`);
   }, BUILD_TIMEOUT);
 
   afterAll(async () => {
