@@ -1,8 +1,12 @@
 /**
- * Layers: a deterministic tar stream, compressed by GNU gzip (-n: no name, no time;
- * its output is stable across versions, unlike zlib forks with CPU-dependent match
- * finders), hashed on the way (diff_id of the tar, digest of the gzip), written into
- * the content store under its digest. Nothing is held in memory whole.
+ * Layers: a deterministic tar stream, stored uncompressed (OCI `tar` media type: the blob's
+ * digest is its diff_id), written into the content store under its digest. Nothing is held
+ * in memory whole.
+ *
+ * Uncompressed because the appliance unpacks its own images at first boot, and a pull of a
+ * gzip layer there costs an inflate on top of the hashing: under software emulation that
+ * doubled the CPU of each pull (Ironic's pod waited minutes in ContainerCreating). The
+ * USB image and the registry hold more bytes for it; the qcow2 is compressed as a whole.
  *
  * A layer index (`<cache>/oci-layers/<key>.json`) maps the hash of a layer's inputs to
  * its digest, so an unchanged layer is not rebuilt.
@@ -13,16 +17,17 @@ import { lstat, mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile 
 import { dirname, join } from "node:path";
 import { PassThrough, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { execa } from "execa";
 import { cacheRoot, ContentStore, sha256Text, tempSibling } from "../cache.js";
 import { compareTarPaths, normalizeEntries, writeTar, type TarEntry } from "./tar.js";
 
-export const LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip";
+export const LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar";
+/** Part of every layer index key: a layer recorded in another format is never reused. */
+const LAYER_FORMAT = "tar-uncompressed";
 
 export interface LayerInfo {
-  /** sha256:<hex> of the compressed blob. */
+  /** sha256:<hex> of the blob. */
   digest: string;
-  /** sha256:<hex> of the uncompressed tar. */
+  /** sha256:<hex> of the tar: the digest, layers being stored uncompressed. */
   diffId: string;
   size: number;
   /** What the layer is, for the report (e.g. "debian base", "kube-apiserver"). */
@@ -47,7 +52,7 @@ export function layerIndexDir(): string {
  * (re-hashed), else writes it from `entries()` and records it.
  */
 export async function cachedLayer(key: string, what: string, entries: () => Promise<TarEntry[]>, store = new ContentStore()): Promise<LayerInfo & { reused: boolean }> {
-  const indexPath = join(layerIndexDir(), `${sha256Text(key)}.json`);
+  const indexPath = join(layerIndexDir(), `${sha256Text(`${LAYER_FORMAT}\n${key}`)}.json`);
   try {
     const record = JSON.parse(await readFile(indexPath, "utf8")) as LayerInfo;
     if (await store.get(record.digest, `layer ${what}`)) return { ...record, what, reused: true };
@@ -66,20 +71,16 @@ export async function cachedLayer(key: string, what: string, entries: () => Prom
 export async function writeLayer(entries: TarEntry[], what: string, store = new ContentStore()): Promise<LayerInfo> {
   const tmp = join(cacheRoot(), "tmp");
   await mkdir(tmp, { recursive: true });
-  const blob = tempSibling(join(tmp, "layer.tar.gz"));
-  const diff = createHash("sha256");
-  const compressed = createHash("sha256");
+  const blob = tempSibling(join(tmp, "layer.tar"));
+  const hash = createHash("sha256");
   const tarStream = new PassThrough({ highWaterMark: 1024 * 1024 });
-  const gzip = execa("gzip", ["-n", "-6", "-c"], { stdin: "pipe", stdout: "pipe", stderr: "pipe", buffer: false });
   try {
-    const feeding = pipeline(tarStream, hashing(diff), gzip.stdin!);
-    const draining = pipeline(gzip.stdout!, hashing(compressed), createWriteStream(blob));
-    const writing = writeTar(entries, tarStream).then(() => tarStream.end());
-    await Promise.all([writing, feeding, draining, gzip]);
-    const digest = compressed.digest("hex");
+    const draining = pipeline(tarStream, hashing(hash), createWriteStream(blob));
+    await Promise.all([writeTar(entries, tarStream).then(() => tarStream.end()), draining]);
+    const digest = hash.digest("hex");
     const size = (await stat(blob)).size;
     await store.put(blob, { expected: digest, move: true, what: `layer ${what}` });
-    return { digest: `sha256:${digest}`, diffId: `sha256:${diff.digest("hex")}`, size, what };
+    return { digest: `sha256:${digest}`, diffId: `sha256:${digest}`, size, what };
   } finally {
     await rm(blob, { force: true });
   }

@@ -17,7 +17,7 @@ export async function unpackImage(imagesDir: string, ref: string, target: string
   await mkdir(target, { recursive: true });
   for (const layer of image.layers) {
     // The project's layers have no whiteouts (each adds files to the base).
-    await execa("tar", ["-xzf", join(imagesDir, "oci/blobs/sha256", layer.digest.replace("sha256:", "")), "-C", target, "--no-same-owner"]);
+    await execa("tar", ["-xf", join(imagesDir, "oci/blobs/sha256", layer.digest.replace("sha256:", "")), "-C", target, "--no-same-owner"]);
   }
   return image;
 }
