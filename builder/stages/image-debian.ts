@@ -25,11 +25,24 @@ export const PACKAGES_JSON = "packages.json";
 /** Every timestamp mmdebstrap and the maintainer scripts write (2025-01-01; shadow's "last change" day too). */
 export const SOURCE_DATE_EPOCH = "1735689600";
 
+/**
+ * Python's bytecode, made again reproducibly: the maintainer scripts' (py3compile, in
+ * parallel) differs from run to run, and without any, every start of a container with a
+ * read-only root (Ironic) compiles every module it imports again (Ironic's imports: 4.4 s
+ * without bytecode, 1.3 s with it, natively; under emulation minutes). One process in a fixed
+ * order (compileall sorts), a fixed hash seed and hash-checked .pyc: the same bytes each run.
+ */
+const PYTHON_BYTECODE =
+  'if [ -x "$1"/usr/bin/python3 ]; then env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHONHASHSEED=0 SOURCE_DATE_EPOCH=' +
+  SOURCE_DATE_EPOCH +
+  ' chroot "$1" sh -c \'python3 -m compileall -qq --invalidation-mode checked-hash /usr/lib/python3 /usr/lib/python3.[0-9]*\' || true; fi';
+
 /** Files that differ from run to run, or that a container image does not need. */
 const CLEANUP = [
   'rm -rf "$1"/var/log/* "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/lib/apt/extended_states "$1"/var/cache/ldconfig/aux-cache',
   'rm -f "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/etc/hostname "$1"/etc/resolv.conf "$1"/etc/ssh/ssh_host_*',
   'find "$1" -depth -type d -name __pycache__ -exec rm -rf {} +',
+  PYTHON_BYTECODE,
   ': > "$1"/etc/machine-id',
 ].join(" && ");
 
