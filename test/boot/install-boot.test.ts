@@ -24,11 +24,12 @@ let out: string;
 let work: string;
 let key: string;
 
-/** A copy of the USB image with `install:` in its site partition. */
-async function stickWith(name: string, install: string): Promise<string> {
+/** A copy of the USB image with `install:` (and these manifests) in its site partition. */
+async function stickWith(name: string, install: string, manifests: Record<string, string> = {}): Promise<string> {
   const site = join(work, `${name}-site`);
-  await mkdir(site, { recursive: true });
+  await mkdir(join(site, "manifests"), { recursive: true });
   await writeFile(join(site, "site.yaml"), `version: 1\ninstall:\n${install}`);
+  for (const [file, text] of Object.entries(manifests)) await writeFile(join(site, "manifests", file), text);
   const stick = join(work, `${name}-stick.img`);
   await copyFile(join(out, "icn-bootstrap.img"), stick);
   const written = await runCli(["site", "write", site, stick]);
@@ -68,13 +69,22 @@ afterAll(async () => {
 });
 
 describe("install to disk", () => {
-  it("UEFI: the stick installs itself onto the empty disk named by path, which then boots without the stick", { timeout: TEST_TIMEOUT }, async () => {
-    const stick = await stickWith("uefi", "  disk: /dev/vda\n");
+  it("UEFI: the stick installs itself onto the empty disk named by path, which then boots without the stick; the copy holds none of the stick's Secrets", { timeout: TEST_TIMEOUT }, async () => {
+    const password = "icn-install-test-bmc-password-5f2c9a";
+    const secret = `apiVersion: v1\nkind: Secret\nmetadata:\n  name: node-0-bmc\n  namespace: site-a\nstringData:\n  username: admin\n  password: ${password}\n`;
+    const stick = await stickWith("uefi", "  disk: /dev/vda\n", { "10-bmc.yaml": secret });
     const disk = await emptyDisk("uefi-disk");
     const install = await boot({ image: stick, firmware: "uefi", extraDisks: [disk], readyPattern: INSTALLED });
     console.log(`UEFI install: ${install.seconds.toFixed(0)} s; ${install.console.split("\n").filter((l) => l.includes("ICN-INSTALL")).join(" | ")}`);
     expect(install.ready, install.console.split("\n").slice(-30).join("\n")).toBe(true);
     expect(install.readyLine).toBe("ICN-INSTALL-DONE target=/dev/vda");
+    expect(install.console).toMatch(/ICN-INSTALL-DONE target=\/dev\/vda \(rebooting from it; keep the stick plugged in/);
+    expect(install.console).toMatch(/\/dev\/vda's site partition holds no Secrets \(left out: manifests\/10-bmc\.yaml\)/);
+    // Not in the copy's bytes at all (the stick, its source, still holds it until Kubernetes has it).
+    const raw = join(work, "uefi-disk.raw");
+    await execa("qemu-img", ["convert", "-f", "qcow2", "-O", "raw", disk, raw]);
+    expect((await execa("grep", ["-c", "-a", "-F", password, raw], { reject: false })).stdout.trim()).toBe("0");
+    await rm(raw);
 
     const alone = await boot({ image: disk, firmware: "uefi", diskSize: "8G" });
     console.log(`UEFI boot from the installed disk: ${alone.seconds.toFixed(0)} s`);
