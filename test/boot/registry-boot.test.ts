@@ -182,7 +182,7 @@ describe("the booted appliance's registry", () => {
     expect(loopbackDoor.trim()).toBe("200 403");
   });
 
-  it("exposes exactly what the README's network exposure table says (its listeners and its firewall)", async () => {
+  it("exposes exactly what docs/network-exposure.md's table says (its listeners and its firewall)", async () => {
     const shown = exposureFromOutput(await first.ssh(EXPOSURE_COMMAND));
     expect(shown).toEqual(await readmeExposure({ kubernetes: false, provisioningNetwork: false }));
   });

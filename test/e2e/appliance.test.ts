@@ -133,7 +133,7 @@ describe("the appliance", () => {
     const listeners = (await ssh(sshPort, "ss -Htlnup | awk '{print $1, $5, $7}'")).stdout.trim();
     console.log(`listeners of the booted appliance:\n  ${listeners.split("\n").join("\n  ")}`);
     expect(listeners).not.toMatch(/:80 /);
-    // README "Network exposure" is what this appliance shows (its site disk names no provisioning network).
+    // docs/network-exposure.md is what this appliance shows (its site disk names no provisioning network).
     const shown = exposureFromOutput((await ssh(sshPort, EXPOSURE_COMMAND)).stdout);
     expect(shown).toEqual(await readmeExposure({ kubernetes: true, provisioningNetwork: false }));
 

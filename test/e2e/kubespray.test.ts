@@ -28,7 +28,7 @@
  * BareMetalHost's status is written by the test, as Metal3 would once the node is
  * provisioned (Metal3 is issue 9).
  *
- * Under TCG this takes long (README "Tests": e2e); the phases print their times.
+ * Under TCG this takes long (docs/testing.md: e2e); the phases print their times.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

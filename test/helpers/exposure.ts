@@ -2,13 +2,13 @@
  * The appliance's network exposure as the booted appliance shows it: every listener (`ss`)
  * and, from its firewall (`nft -j list table inet icn_bootstrap`), whether the site network
  * and the provisioning network may open a connection to it. Compared with the table of
- * README "Network exposure", which is therefore never kept by hand alone.
+ * docs/network-exposure.md, which is therefore never kept by hand alone.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO } from "./cli.js";
 
-/** Where a listener is bound, in the README's words. */
+/** Where a listener is bound, in the words of docs/network-exposure.md. */
 export type AddressClass = "all" | "loopback" | "icn0" | "provisioning interface";
 
 export interface ExposureRow {
@@ -19,7 +19,7 @@ export interface ExposureRow {
   provisioning: "yes" | "no";
 }
 
-/** When a README row applies: every appliance, one with its Kubernetes cluster, one with a provisioning network too. */
+/** When a row applies: every appliance, one with its Kubernetes cluster, one with a provisioning network too. */
 export type Applies = "always" | "Kubernetes" | "provisioning network";
 
 export interface Listener {
@@ -114,17 +114,18 @@ export function compareRows(a: ExposureRow, b: ExposureRow): number {
   return `${a.port} ${a.addresses}`.localeCompare(`${b.port} ${b.addresses}`, "en", { numeric: true });
 }
 
-/** The README's "Network exposure" table: its rows that apply to an appliance with these parts. */
+export const EXPOSURE_PAGE = "docs/network-exposure.md";
+
+/** The table of docs/network-exposure.md: its rows that apply to an appliance with these parts. */
 export async function readmeExposure(parts: { kubernetes: boolean; provisioningNetwork: boolean }): Promise<ExposureRow[]> {
-  const readme = await readFile(join(REPO, "README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("### Network exposure"));
-  const table = section.slice(section.indexOf("| port |"));
+  const page = await readFile(join(REPO, EXPOSURE_PAGE), "utf8");
+  const table = page.slice(page.indexOf("| port |"));
   const rows: ExposureRow[] = [];
   for (const line of table.split("\n").slice(2)) {
     if (!line.startsWith("|")) break;
     const [port = "", addresses = "", site = "", provisioning = "", applies = ""] = line.split("|").slice(1).map((c) => c.trim().replace(/`/g, ""));
     const wanted: Record<Applies, boolean> = { always: true, Kubernetes: parts.kubernetes, "provisioning network": parts.kubernetes && parts.provisioningNetwork };
-    if (!(applies in wanted)) throw new Error(`README "Network exposure": row ${port} says "${applies}" where always, Kubernetes or provisioning network belongs`);
+    if (!(applies in wanted)) throw new Error(`${EXPOSURE_PAGE}: row ${port} says "${applies}" where always, Kubernetes or provisioning network belongs`);
     if (wanted[applies as Applies]) rows.push({ port, addresses: addresses as AddressClass, site: site as "yes" | "no", provisioning: provisioning as "yes" | "no" });
   }
   return rows.sort(compareRows);

@@ -1,7 +1,7 @@
 /**
  * Vitest global setup of the `integration` project: makes sure etcd and
  * kube-apiserver are in the artifact cache (building them from the pinned Go
- * modules on the first run, see README "Artifacts"), starts ONE API server for all
+ * modules on the first run, see docs/artifacts.md), starts ONE API server for all
  * integration tests and hands them its kubeconfig:
  *
  *   import { inject } from "vitest";
