@@ -79,7 +79,8 @@ export function parseFirewall(nftJson: string): FirewallPorts {
 }
 
 function addressClass(address: string, provisioningAddress: string | undefined): AddressClass | string {
-  const [ip = "", device] = address.replace(/^\[|\]$/g, "").replace(/\]%/, "%").split("%");
+  // ss writes "[::1]", "127.0.0.53%lo", "[fe80::1]%eth0", "*".
+  const [ip = "", device] = address.split("%");
   const bare = ip.replace(/^\[|\]$/g, "");
   if (device === "lo" || bare.startsWith("127.") || bare === "::1") return "loopback";
   if (device && device !== "lo") return device === "icn0" ? "icn0" : "provisioning interface";
