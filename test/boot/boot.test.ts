@@ -1,7 +1,7 @@
-import { mkdtemp, stat } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { bootImage } from "../../builder/boot/qemu.js";
 import { runCli } from "../helpers/cli.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
@@ -20,6 +20,9 @@ beforeAll(async () => {
   const build = await runCli(["build", "--definition", await writeDefinition(withoutKubernetes), "--out", out]);
   expect(build.exitCode, build.all).toBe(0);
 }, 40 * 60_000);
+afterAll(async () => {
+  if (out) await rm(out, { recursive: true, force: true });
+});
 
 describe("the appliance boots with no user action", () => {
   it("USB image under UEFI firmware (OVMF), attached as a USB stick, reaches the ready marker", { timeout: TEST_TIMEOUT }, async () => {
@@ -42,7 +45,9 @@ describe("the appliance boots with no user action", () => {
   });
 
   it("recovers from a power cut during first boot and keeps its identity across reboots", { timeout: 3 * TEST_TIMEOUT }, async () => {
-    const disk = join(await mkdtemp(join(tmpdir(), "icn-reboot-")), "disk.qcow2");
+    const diskDir = await mkdtemp(join(tmpdir(), "icn-reboot-"));
+    onTestFinished(() => rm(diskDir, { recursive: true, force: true }));
+    const disk = join(diskDir, "disk.qcow2");
     const image = join(out, "icn-bootstrap.qcow2");
     const common = { image, firmware: "bios" as const, timeoutSeconds: BOOT_TIMEOUT_S, disk };
 

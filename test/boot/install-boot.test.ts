@@ -5,7 +5,7 @@
  * takes its own root. A disk that is not empty is refused unless `wipe: true`, and the
  * refusal is reported while the appliance runs on from the stick.
  */
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type BootOptions } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
+import { copyImageSparse } from "../helpers/image.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 1800;
@@ -31,7 +32,7 @@ async function stickWith(name: string, install: string, manifests: Record<string
   await writeFile(join(site, "site.yaml"), `version: 1\ninstall:\n${install}`);
   for (const [file, text] of Object.entries(manifests)) await writeFile(join(site, "manifests", file), text);
   const stick = join(work, `${name}-stick.img`);
-  await copyFile(join(out, "icn-bootstrap.img"), stick);
+  await copyImageSparse(join(out, "icn-bootstrap.img"), stick);
   const written = await runCli(["site", "write", site, stick]);
   expect(written.exitCode, written.all).toBe(0);
   return stick;

@@ -6,7 +6,7 @@
  * settings files; a broken site.yaml still reaches the ready marker with the failure on
  * the console and in /etc/issue, and a corrected one is applied at the next boot.
  */
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
+import { copyImageSparse } from "../helpers/image.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 900;
@@ -88,7 +89,7 @@ describe("site settings on the stick", () => {
       ].join("\n"),
     );
     const stick = join(work, "stick.img");
-    await copyFile(join(out, "icn-bootstrap.img"), stick);
+    await copyImageSparse(join(out, "icn-bootstrap.img"), stick);
     const written = await runCli(["site", "write", site, stick]);
     expect(written.exitCode, written.all).toBe(0);
     expect(written.stdout).toMatch(/wrote the site partition \(partition 4, ICN-SITE\)/);

@@ -8,6 +8,14 @@ export interface PartitionRow {
   name: string;
 }
 
+/**
+ * A copy of a disk image that keeps its holes: a built image is mostly unwritten space,
+ * and a byte-for-byte copy (fs.copyFile) would take its whole apparent size on the disk.
+ */
+export async function copyImageSparse(from: string, to: string): Promise<void> {
+  await execa("cp", ["--sparse=always", from, to]);
+}
+
 /** The GPT as sgdisk reads it. */
 export async function partitions(image: string): Promise<PartitionRow[]> {
   const { stdout } = await execa("sgdisk", ["-p", image]);

@@ -4,7 +4,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { debianSets, loadLock } from "../../builder/lockfile.js";
 import { REPO, runCli, spawnCli, type CliResult } from "../helpers/cli.js";
 import { writeDefinition } from "../helpers/definition.js";
@@ -25,6 +25,13 @@ async function customDefinition(extraOverlay: Record<string, string>, patch: (ya
   return path;
 }
 
+/** An output directory for one test, removed when the test ends (built images are gigabytes). */
+async function testOut(prefix = "icn-out-"): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 describe("icn-bootstrap build with the default definition", () => {
   let out: string;
   let build: CliResult;
@@ -37,6 +44,9 @@ describe("icn-bootstrap build with the default definition", () => {
     img = join(out, "icn-bootstrap.img");
     qcow2 = join(out, "icn-bootstrap.qcow2");
   }, BUILD_TIMEOUT);
+  afterAll(async () => {
+    if (out) await rm(out, { recursive: true, force: true });
+  });
 
   it("succeeds and prints each image's path, size and true sha256", async () => {
     expect(build.exitCode, build.all).toBe(0);
@@ -154,7 +164,7 @@ describe("rebuilds and bad input", () => {
   it("an overlay-only change rebuilds only the overlay stages and the new file is in the image", { timeout: BUILD_TIMEOUT }, async () => {
     const marker = `marker-${Date.now()}`;
     const definition = await customDefinition({ "etc/icn-bootstrap/test-marker": marker });
-    const out = await mkdtemp(join(tmpdir(), "icn-out-"));
+    const out = await testOut();
     const result = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);
     expect(result.exitCode, result.all).toBe(0);
     expect(result.stderr).toMatch(/rootfs\s+reused/);
@@ -167,7 +177,7 @@ describe("rebuilds and bad input", () => {
 
   it("a wrong definition fails naming the field, and writes nothing", async () => {
     const definition = await customDefinition({}, (y) => y.replace("dhcp: true", "dhcp: sometimes"));
-    const out = join(await mkdtemp(join(tmpdir(), "icn-out-")), "out");
+    const out = join(await testOut(), "out");
     const result = await runCli(["build", "--definition", definition, "--out", out]);
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toMatch(/network\.dhcp: expected boolean, got string/);
@@ -177,7 +187,7 @@ describe("rebuilds and bad input", () => {
 
   it("a package the lock file does not pin fails the build before anything is built", async () => {
     const definition = await customDefinition({}, (y) => y.replace("    - less\n", "    - less\n    - htop\n"));
-    const result = await runCli(["build", "--definition", definition, "--out", await mkdtemp(join(tmpdir(), "icn-out-"))]);
+    const result = await runCli(["build", "--definition", definition, "--out", await testOut()]);
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toMatch(/asks for Debian package that the lock file does not pin: htop/);
     expect(result.stderr).toMatch(/icn-bootstrap lock/);
@@ -192,7 +202,7 @@ describe("rebuilds and bad input", () => {
 
   it("an interrupted build leaves nothing under the final names and no partial stage output", { timeout: BUILD_TIMEOUT }, async () => {
     const definition = await customDefinition({ "etc/icn-bootstrap/interrupt-marker": `x-${Date.now()}` });
-    const out = await mkdtemp(join(tmpdir(), "icn-out-"));
+    const out = await testOut();
     const child = spawnCli(["build", "--definition", definition, "--out", out]);
     await new Promise<void>((resolve) => {
       child.stderr?.on("data", (chunk: Buffer) => {
