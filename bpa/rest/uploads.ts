@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { FileStore } from "@tus/file-store";
 import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
-import type { Logger } from "../controller/log.js";
+import type { Logger } from "../runtime/log.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from "./kinds.js";
 import { publishFile } from "./publish-file.js";
 import { pushImageArchive } from "./push-image.js";

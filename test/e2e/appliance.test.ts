@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Provisioning } from "../../bpa/api/types.js";
 import type { UploadRecord } from "../../bpa/rest/store.js";
 import { TOKEN_AUDIENCE } from "../../bpa/rest/auth.js";
-import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { bmh } from "../fixtures/bpa/hosts.js";

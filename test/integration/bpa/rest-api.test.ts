@@ -14,7 +14,7 @@ import { randomBytes } from "node:crypto";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../builder/registry/server.js";
-import { mergePatch } from "../../../bpa/controller/kube.js";
+import { mergePatch } from "../../../bpa/runtime/kube.js";
 import { REPO } from "../../helpers/cli.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
