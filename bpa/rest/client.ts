@@ -11,7 +11,8 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
 import { parseUploadRequest, type Kind } from "./kinds.js";
-import { sha256File, type UploadRecord } from "./store.js";
+import { sha256File } from "../../common/hash.js";
+import type { UploadRecord } from "./store.js";
 
 export interface UploadCommand {
   file: string;

@@ -11,12 +11,10 @@
  * All on one file system, so that publishing is a rename: a file appears under its final
  * name complete and verified, or not at all.
  */
-import { createHash, randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, statfs, writeFile } from "node:fs/promises";
 import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
-import { pipeline } from "node:stream/promises";
 import type { Kind } from "./kinds.js";
 
 export type UploadState = "uploading" | "verifying" | "publishing" | "published" | "replaced" | "rejected" | "failed";
@@ -118,12 +116,6 @@ export async function writeAtomically(path: string, data: string | Buffer, mode 
     await rm(tmp, { force: true });
     throw error;
   }
-}
-
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  await pipeline(createReadStream(path, { highWaterMark: 1 << 20 }), hash);
-  return hash.digest("hex");
 }
 
 /** Adds the file server's URLs to a record: `filesBase` is e.g. http://192.168.1.10:8080. */

@@ -18,7 +18,8 @@ import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from 
 import { publishFile } from "./publish-file.js";
 import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
-import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js";
+import { sha256File } from "../../common/hash.js";
+import { withUrls, type Store, type UploadRecord } from "./store.js";
 
 /** Who sent a request, set by the server after authentication, read by the tus hooks. */
 const callers = new WeakMap<IncomingMessage, string>();

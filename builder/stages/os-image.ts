@@ -10,7 +10,7 @@
  */
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import { parseSize } from "../definition.js";
 import { ASSEMBLE_SOURCES, DISK_IMAGE, assembleDisk } from "../disk/assemble.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
