@@ -14,7 +14,7 @@ import { createReadStream } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Unpack } from "tar";
-import { RequestError, parseImageName } from "./kinds.js";
+import { RequestError, parseImageName } from "../../common/uploads.js";
 import { RegistryClient } from "./registry.js";
 import { sha256File } from "../../common/hash.js";
 

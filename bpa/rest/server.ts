@@ -11,7 +11,7 @@ import { BUILT_OS_IMAGE_LABEL, BUILT_OS_IMAGE_LABEL_VALUE, readBuiltOsImage, typ
 import { errorMessage, statusCode, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
 import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Permission } from "./auth.js";
-import { RequestError } from "./kinds.js";
+import { RequestError } from "../../common/uploads.js";
 import { openApiDocument } from "./openapi.js";
 import { PAGE_HTML, PAGE_SCRIPT } from "./page.js";
 import { listHosts, listProvisionings } from "./status.js";

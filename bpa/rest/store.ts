@@ -15,39 +15,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, statfs, writeFile } from "node:fs/promises";
 import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
-import type { Kind } from "./kinds.js";
-
-export type UploadState = "uploading" | "verifying" | "publishing" | "published" | "replaced" | "rejected" | "failed";
-
-export interface UploadRecord {
-  id: string;
-  kind: Kind;
-  name: string;
-  /** The sha256 the client stated (of the uploaded bytes). */
-  sha256: string;
-  size: number;
-  state: UploadState;
-  /** Bytes stored so far (uploads in progress). */
-  offset?: number;
-  /** Who uploaded it (the authenticated user). */
-  user?: string;
-  created?: string;
-  finished?: string;
-  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
-  path?: string;
-  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
-  url?: string;
-  /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
-  digest?: string;
-  /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
-  format?: string;
-  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
-  checksumPath?: string;
-  checksumUrl?: string;
-  error?: string;
-  /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
-  bytesReceived?: number;
-}
+import type { UploadRecord } from "../../common/uploads.js";
 
 export class Store {
   readonly incoming: string;

@@ -23,7 +23,7 @@ import { execa } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Provisioning } from "../../bpa/api/types.js";
-import type { UploadRecord } from "../../bpa/rest/store.js";
+import type { UploadRecord } from "../../common/uploads.js";
 import { TOKEN_AUDIENCE } from "../../bpa/rest/auth.js";
 import { makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";

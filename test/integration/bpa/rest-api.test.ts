@@ -18,7 +18,7 @@ import { mergePatch } from "../../../bpa/runtime/kube.js";
 import { REPO } from "../../helpers/cli.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
-import type { UploadRecord } from "../../../bpa/rest/store.js";
+import type { UploadRecord } from "../../../common/uploads.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import type { V1ConfigMap, V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
 import yaml from "js-yaml";
