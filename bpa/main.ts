@@ -11,8 +11,8 @@ import { createServer, type Server } from "node:http";
 import { parseArgs } from "node:util";
 import { formatError, UserError } from "../common/errors.js";
 import { loadConfig } from "./config/config.js";
-import { loadKubeConfig } from "./controller/kube.js";
-import { makeLogger } from "./controller/log.js";
+import { loadKubeConfig } from "./runtime/kube.js";
+import { makeLogger } from "./runtime/log.js";
 import { Operator } from "./operator.js";
 import { runApi } from "./rest/main.js";
 

@@ -5,9 +5,9 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { BpaConfig } from "./config/config.js";
 import { Controller, type ControllerOptions } from "./controller/controller.js";
-import { makeClients } from "./controller/kube.js";
-import { LeaderElector } from "./controller/leader.js";
-import type { Logger } from "./controller/log.js";
+import { makeClients } from "./runtime/kube.js";
+import { LeaderElector } from "./runtime/leader.js";
+import type { Logger } from "./runtime/log.js";
 
 export interface OperatorOptions extends ControllerOptions {
   kc: KubeConfig;

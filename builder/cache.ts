@@ -1,19 +1,13 @@
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { copyFile, mkdir, rename, rm, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
+import { sha256File } from "../common/hash.js";
 import { UserError } from "./errors.js";
 
 /** Root of every cache the builder keeps: `$ICN_BOOTSTRAP_CACHE` or `~/.cache/icn-bootstrap`. */
 export function cacheRoot(): string {
   return process.env.ICN_BOOTSTRAP_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "icn-bootstrap");
-}
-
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
-  return hash.digest("hex");
 }
 
 export function sha256Text(text: string): string {

@@ -25,7 +25,7 @@ import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { execa } from "execa";
 import { freePort } from "../builder/registry/server.js";
-import { makeClients } from "../bpa/controller/kube.js";
+import { makeClients } from "../bpa/runtime/kube.js";
 import { makeServerTls } from "../test/fixtures/bpa/server-tls.js";
 import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
 import { TOKEN_AUDIENCE } from "../bpa/rest/auth.js";

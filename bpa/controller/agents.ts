@@ -8,9 +8,9 @@ import type { Provisioning } from "../api/types.js";
 import type { BpaConfig } from "../config/config.js";
 import { names } from "../jobs/names.js";
 import { agentsDeployment, runnerServiceAccount } from "../jobs/objects.js";
-import { ensureServiceAccount } from "./ensure.js";
-import { isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
-import { ownedBy } from "./owners.js";
+import { ensureServiceAccount } from "../runtime/ensure.js";
+import { isConflict, isNotFound, mergePatch, type Clients } from "../runtime/kube.js";
+import { ownedBy } from "../runtime/owners.js";
 
 export interface AgentCaches {
   deployment(namespace: string, name: string): V1Deployment | undefined;

@@ -7,7 +7,7 @@ import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { ClusterNode, Provisioning, ProvisioningStatus } from "../api/types.js";
 import { KUBECONFIG_KEY } from "../jobs/contract.js";
 import { names } from "../jobs/names.js";
-import { errorMessage, isNotFound, type Clients } from "./kube.js";
+import { errorMessage, isNotFound, type Clients } from "../runtime/kube.js";
 import { CONDITION, statusTime, type ConditionInput } from "./status.js";
 
 /** How often a Ready cluster's nodes are read again without any event. */

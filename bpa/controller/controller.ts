@@ -23,11 +23,11 @@ import { withHardwareData } from "../assign/hardware-data.js";
 import type { BpaConfig } from "../config/config.js";
 import { COMPONENT } from "../jobs/objects.js";
 import { labelValue } from "../jobs/names.js";
-import { ResilientInformer } from "./informer.js";
-import { errorMessage, type Clients } from "./kube.js";
-import type { Logger } from "./log.js";
+import { ResilientInformer } from "../runtime/informer.js";
+import { errorMessage, type Clients } from "../runtime/kube.js";
+import type { Logger } from "../runtime/log.js";
 import { PlanRegistry } from "./plans.js";
-import { WorkQueue } from "./queue.js";
+import { WorkQueue } from "../runtime/queue.js";
 import { Reconciler, type Caches } from "./reconcile.js";
 
 export interface ControllerOptions {

@@ -7,8 +7,8 @@ import { createHash } from "node:crypto";
 import type { CoreV1Event } from "@kubernetes/client-node";
 import { PROVISIONING_API_VERSION, PROVISIONING_KIND } from "../api/constants.js";
 import type { Provisioning } from "../api/types.js";
-import { errorMessage, isConflict, mergePatch, type Clients } from "./kube.js";
-import type { Logger } from "./log.js";
+import { errorMessage, isConflict, mergePatch, type Clients } from "../runtime/kube.js";
+import type { Logger } from "../runtime/log.js";
 
 export const EVENT_SOURCE = "bpa-operator";
 

@@ -5,7 +5,7 @@
  */
 import { readServedPins, type ServedPins } from "../../common/kubespray-pins.js";
 import type { BpaConfig } from "../config/config.js";
-import { isNotFound, type Clients } from "./kube.js";
+import { isNotFound, type Clients } from "../runtime/kube.js";
 
 /** Condition reason and Event reason while the pins cannot be had. */
 export const REASON_PINS_MISSING = "KubesprayPinsMissing";

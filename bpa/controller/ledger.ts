@@ -10,7 +10,7 @@ import { ANNOTATION_INSTALL_HASH, ANNOTATION_OPERATION, ANNOTATION_OUTCOME, ANNO
 import type { ClusterState, OperationKind, OperationRecord, Provisioning } from "../api/types.js";
 import { runnerFailure } from "../jobs/failure.js";
 import { PLAYBOOK } from "../jobs/operation.js";
-import { jobState } from "./owners.js";
+import { jobState } from "../runtime/owners.js";
 import { statusTime } from "./status.js";
 
 /** How many operations status keeps (more than the Job history limit can be, so every kept Job has its record). */

@@ -43,16 +43,17 @@ import { NODES_REFRESH_MS, observeNodes, readKubeconfigSecret } from "./cluster-
 import { dayTwoStatus, operationFinishedEvent, operationStartedEvent, type DayTwoState } from "./day-two.js";
 import { installStatus, type InstallJobState } from "./install-status.js";
 import { recordOf, settle, withRecord, type Ledger } from "./ledger.js";
-import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "./ensure.js";
-import { jobState, ownedBy } from "./owners.js";
+import { ensureConfigMap, ensureRole, ensureRoleBinding, ensureSecret, ensureServiceAccount } from "../runtime/ensure.js";
+import { jobState, ownedBy } from "../runtime/owners.js";
 import { recordEvent } from "./events.js";
 import { readKubesprayPins, REASON_PINS_MISSING, type KubesprayPins } from "./kubespray-pins.js";
 import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
 import { ensureSshKey } from "./ssh.js";
-import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "./kube.js";
-import type { Logger } from "./log.js";
+import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "../runtime/kube.js";
+import type { Logger } from "../runtime/log.js";
 import { PlanRegistry, type Plan } from "./plans.js";
-import { CONDITION, jsonEqual, mergeConditions, statusPatch, statusTime, type ConditionInput } from "./status.js";
+import { CONDITION, mergeConditions, statusPatch, statusTime, type ConditionInput } from "./status.js";
+import { jsonEqual } from "../runtime/json.js";
 
 /** What the reconciler reads from the informers' caches. */
 export interface Caches {

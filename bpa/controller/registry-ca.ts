@@ -5,7 +5,7 @@
  */
 import { X509Certificate } from "node:crypto";
 import type { BpaConfig } from "../config/config.js";
-import { isNotFound, type Clients } from "./kube.js";
+import { isNotFound, type Clients } from "../runtime/kube.js";
 
 /** Condition reason and Event reason while the CA cannot be had. */
 export const REASON_REGISTRY_CA_MISSING = "RegistryCAMissing";

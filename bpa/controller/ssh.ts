@@ -3,9 +3,9 @@ import { SSH_PUBLIC_KEY } from "../jobs/contract.js";
 import { sshKeySecret, sshObjectNames, sshPublicKeyConfigMap, userDataSecret } from "../jobs/objects.js";
 import { generateSshKeyPair } from "../jobs/ssh-key.js";
 import type { BpaConfig } from "../config/config.js";
-import { ensureConfigMap, ensureSecret } from "./ensure.js";
-import { isNotFound, type Clients } from "./kube.js";
-import type { Logger } from "./log.js";
+import { ensureConfigMap, ensureSecret } from "../runtime/ensure.js";
+import { isNotFound, type Clients } from "../runtime/kube.js";
+import type { Logger } from "../runtime/log.js";
 
 /**
  * The namespace's SSH key Secret, created with a new Ed25519 key pair when absent, and its

@@ -12,7 +12,7 @@
  */
 import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { BPA_GROUP } from "../api/constants.js";
-import { RequestError } from "./kinds.js";
+import { RequestError } from "../../common/uploads.js";
 
 export interface Caller {
   username: string;

@@ -5,8 +5,8 @@
  */
 import { parseArgs } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { errorMessage, loadKubeConfig, makeClients, type Clients } from "../controller/kube.js";
-import { makeLogger, type Logger } from "../controller/log.js";
+import { errorMessage, loadKubeConfig, makeClients, type Clients } from "../runtime/kube.js";
+import { makeLogger, type Logger } from "../runtime/log.js";
 import { Authenticator } from "./auth.js";
 import { loadApiConfig, type ApiConfig } from "./config.js";
 import { RegistryClient } from "./registry.js";

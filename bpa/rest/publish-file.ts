@@ -9,8 +9,8 @@ import { randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
 import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
-import { RequestError } from "./kinds.js";
-import type { Store, UploadRecord } from "./store.js";
+import { RequestError, type UploadRecord } from "../../common/uploads.js";
+import type { Store } from "./store.js";
 
 /** qcow2 files start with "QFI\xfb"; anything else is served as raw. */
 export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {

@@ -14,9 +14,9 @@ import { createReadStream } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Unpack } from "tar";
-import { RequestError, parseImageName } from "./kinds.js";
+import { RequestError, parseImageName } from "../../common/uploads.js";
 import { RegistryClient } from "./registry.js";
-import { sha256File } from "./store.js";
+import { sha256File } from "../../common/hash.js";
 
 const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
 const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";

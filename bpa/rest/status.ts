@@ -6,7 +6,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../api/constants.js";
 import type { BareMetalHost, Provisioning } from "../api/types.js";
-import { statusCode, type Clients } from "../controller/kube.js";
+import { statusCode, type Clients } from "../runtime/kube.js";
 
 export interface JobState {
   name: string;

@@ -11,45 +11,11 @@
  * All on one file system, so that publishing is a rename: a file appears under its final
  * name complete and verified, or not at all.
  */
-import { createHash, randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, statfs, writeFile } from "node:fs/promises";
 import { syncDir, syncFile } from "./durable.js";
 import { dirname, join } from "node:path";
-import { pipeline } from "node:stream/promises";
-import type { Kind } from "./kinds.js";
-
-export type UploadState = "uploading" | "verifying" | "publishing" | "published" | "replaced" | "rejected" | "failed";
-
-export interface UploadRecord {
-  id: string;
-  kind: Kind;
-  name: string;
-  /** The sha256 the client stated (of the uploaded bytes). */
-  sha256: string;
-  size: number;
-  state: UploadState;
-  /** Bytes stored so far (uploads in progress). */
-  offset?: number;
-  /** Who uploaded it (the authenticated user). */
-  user?: string;
-  created?: string;
-  finished?: string;
-  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
-  path?: string;
-  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
-  url?: string;
-  /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
-  digest?: string;
-  /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
-  format?: string;
-  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
-  checksumPath?: string;
-  checksumUrl?: string;
-  error?: string;
-  /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
-  bytesReceived?: number;
-}
+import type { UploadRecord } from "../../common/uploads.js";
 
 export class Store {
   readonly incoming: string;
@@ -118,12 +84,6 @@ export async function writeAtomically(path: string, data: string | Buffer, mode 
     await rm(tmp, { force: true });
     throw error;
   }
-}
-
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  await pipeline(createReadStream(path, { highWaterMark: 1 << 20 }), hash);
-  return hash.digest("hex");
 }
 
 /** Adds the file server's URLs to a record: `filesBase` is e.g. http://192.168.1.10:8080. */

@@ -13,12 +13,13 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { FileStore } from "@tus/file-store";
 import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
-import type { Logger } from "../controller/log.js";
-import { RequestError, parseUploadRequest, type Kind, type UploadRequest } from "./kinds.js";
+import type { Logger } from "../runtime/log.js";
+import { RequestError, parseUploadRequest, type Kind, type UploadRecord, type UploadRequest } from "../../common/uploads.js";
 import { publishFile } from "./publish-file.js";
 import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
-import { sha256File, withUrls, type Store, type UploadRecord } from "./store.js";
+import { sha256File } from "../../common/hash.js";
+import { withUrls, type Store } from "./store.js";
 
 /** Who sent a request, set by the server after authentication, read by the tus hooks. */
 const callers = new WeakMap<IncomingMessage, string>();

@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { parseCommandArgs } from "../args.js";
 import { UserError } from "../errors.js";
-import { KINDS, type Kind } from "../../bpa/rest/kinds.js";
-import { upload, UploadFailed } from "../../bpa/rest/client.js";
+import { KINDS, type Kind } from "../../common/uploads.js";
+import { upload, UploadFailed } from "../upload-client.js";
 import type { Command } from "./command.js";
 
 const MiB = 1024 * 1024;

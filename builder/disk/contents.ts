@@ -9,11 +9,10 @@
  * fakeroot session reads them back. rdump writes directories, regular files and
  * symbolic links; device nodes and extended attributes are not part of the manifest.
  */
-import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
+import { sha256File } from "../../common/hash.js";
 
 export interface ContentsEntry {
   path: string;
@@ -45,12 +44,6 @@ export function manifestText(entries: ContentsEntry[]): string {
 }
 
 const escapeTarget = (target: string) => target.replace(/%/g, "%25").replace(/ /g, "%20").replace(/\n/g, "%0A");
-
-async function sha256Of(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) hash.update(chunk as Buffer);
-  return hash.digest("hex");
-}
 
 export interface DumpedTree {
   /** The filesystem's root directory, copied out. */
@@ -89,7 +82,7 @@ export async function treeManifest(tree: DumpedTree): Promise<string> {
     const [type, mode, owner] = head.split(" ", 3) as [string, string, string];
     const path = head.slice(type.length + mode.length + owner.length + 3);
     if (type !== "d" && type !== "f" && type !== "l") continue;
-    const value = type === "f" ? await sha256Of(join(tree.dir, path)) : type === "l" ? escapeTarget(fields[i + 1]!) : "-";
+    const value = type === "f" ? await sha256File(join(tree.dir, path)) : type === "l" ? escapeTarget(fields[i + 1]!) : "-";
     entries.push({ path, type, mode: mode.padStart(4, "0"), owner, value });
   }
   return manifestText(entries);
@@ -117,7 +110,7 @@ export async function applyEntries(base: string, entries: { path: string; kind: 
     if (e.kind === "dir") {
       if (!manifest.has(e.path)) manifest.set(e.path, { path: e.path, type: "d", mode: mode(e.mode), owner: "0:0", value: "-" });
     } else if (e.kind === "file") {
-      manifest.set(e.path, { path: e.path, type: "f", mode: mode(e.mode), owner: "0:0", value: await sha256Of(e.source) });
+      manifest.set(e.path, { path: e.path, type: "f", mode: mode(e.mode), owner: "0:0", value: await sha256File(e.source) });
     } else {
       manifest.set(e.path, { path: e.path, type: "l", mode: "0777", owner: "0:0", value: escapeTarget(e.target ?? "") });
     }

@@ -6,7 +6,7 @@
  * (resolving their Debian sets).
  */
 import { join } from "node:path";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import type { ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import type { LockFile } from "../lockfile.js";

@@ -3,11 +3,10 @@
  * recipe `build` commands are run, artifacts resolved, every copied file hashed.
  */
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { lstat, readdir, readlink } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import { execa } from "execa";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import { UserError } from "../errors.js";
 import { log } from "../log.js";
 import { artifactPaths, pinnedModuleDir, type EnsureOptions } from "../sources/index.js";
@@ -80,9 +79,7 @@ async function treeHash(path: string): Promise<string> {
       for (const name of (await readdir(p)).sort()) await walk(join(p, name));
     } else if (info.isSymbolicLink()) hash.update(`l ${rel} ${await readlink(p)}\n`);
     else if (info.isFile()) {
-      const h = createHash("sha256");
-      for await (const chunk of createReadStream(p)) h.update(chunk as Buffer);
-      hash.update(`f ${rel} ${info.mode & 0o111 ? "x" : "-"} ${h.digest("hex")}\n`);
+      hash.update(`f ${rel} ${info.mode & 0o111 ? "x" : "-"} ${await sha256File(p)}\n`);
     }
   };
   await walk(path);

@@ -9,7 +9,7 @@
  * the pins make kubespray use it. runc and flanneld need cgo: they are linked with the
  * pinned Debian toolchain (builder/sources/cgo.ts), never the build host's gcc.
  */
-import type { GroupSpec } from "../sources/lock.js";
+import type { GroupSpec } from "../sources/group-spec.js";
 
 export interface OfflineArchive {
   /** Lock entry (go/<name>/) and kubespray's download name. */

@@ -9,7 +9,7 @@
  * same version explicitly (else the module graph picks an old `apis` that does not build).
  * What the binary links is what `go version -m` reports, and the SBOM records it.
  */
-import type { GroupSpec } from "../sources/lock.js";
+import type { GroupSpec } from "../sources/group-spec.js";
 
 export const BMO_MODULE = "github.com/metal3-io/baremetal-operator";
 

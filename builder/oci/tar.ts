@@ -1,5 +1,6 @@
 /**
- * A small, deterministic tar writer and a header-only tar reader (ustar + pax).
+ * A small, deterministic tar writer and a header-only tar reader (ustar + pax), and
+ * reading one member of an archive.
  *
  * Layers of the images the project builds must be bit-for-bit reproducible, because
  * their digests are pinned in registry-seed/. Host tar versions differ in header
@@ -277,6 +278,32 @@ export async function indexTar(file: string): Promise<TarEntry[]> {
     await handle.close();
   }
   return entries;
+}
+
+/**
+ * Reads one member of an uncompressed tar file into memory (members are small text files
+ * here): undefined when the archive has no such member (directories are not members here),
+ * "" for a link or device. The member is named with or without a leading "./"; the last
+ * entry of that name wins.
+ */
+export async function readTarMember(archive: string, member: string): Promise<string | undefined> {
+  const wanted = cleanPath(member);
+  let found: TarEntry | undefined;
+  for (const entry of await indexTar(archive)) if (entry.path === wanted && entry.type !== "dir") found = entry;
+  if (!found) return undefined;
+  if (found.type !== "file" || found.size === 0) return "";
+  const content = Buffer.alloc(found.size);
+  const handle = await open(archive, "r");
+  try {
+    for (let done = 0; done < found.size; ) {
+      const { bytesRead } = await handle.read(content, done, found.size - done, found.data!.offset! + done);
+      if (bytesRead === 0) throw new Error(`${archive} ends inside its member ${found.path}`);
+      done += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+  return content.toString("utf8");
 }
 
 /**

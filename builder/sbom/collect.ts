@@ -11,7 +11,7 @@ import { debianSets, type DebianSetName, type LockFile } from "../lockfile.js";
 import type { ImagesPlan } from "../images/plan.js";
 import type { ArtifactResult } from "../sources/index.js";
 import { FILES_JSON, FILES_REPO_PATH, type ServedManifestEntry } from "../stages/files.js";
-import { readTarMember } from "../tar-read.js";
+import { readTarMember } from "../oci/tar.js";
 import { rootfsTar } from "../stages/rootfs.js";
 import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput, SbomNpmPackage } from "./cyclonedx.js";
 import { readBuildInfo } from "./go-buildinfo.js";

@@ -8,28 +8,8 @@ import { METAL3_GROUPS } from "../metal3/components.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
 import { classifyGoFailure, compareGoVersions, goDirective, runGo, runGoRaw } from "./go.js";
+import type { GroupSpec } from "./group-spec.js";
 import { Artifacts, type ArtifactEntry, type GoModArtifact } from "./schema.js";
-
-/** One wrapper module to generate: a Go module at a version and the binaries built from it. */
-export interface GroupSpec {
-  /** Entry name in the lock file, and the directory go/<name>/. */
-  name: string;
-  module: string;
-  version: string;
-  binaries: Record<string, string>;
-  /** Other modules of the same project whose commands the group builds too, at the same version. */
-  alsoRequires?: string[];
-  /** Extra replace directives for the wrapper, computed from the module's own go.mod. */
-  replaces?: (moduleGoMod: string) => string[];
-  /** Where the module's metadata came from, for the generated go.mod's header. */
-  note?: string;
-  /**
-   * Tidy despite missing test-only dependencies (`go mod tidy -e`): for modules whose tests
-   * import a module only their own repository has (a local replace the proxy cannot serve).
-   * The build is still -mod=readonly against the go.sum, so anything a binary needs is verified.
-   */
-  tidyIgnoringTestOnlyErrors?: boolean;
-}
 
 export interface LockContext {
   goEnv?: Record<string, string | undefined>;

@@ -19,7 +19,7 @@
  */
 import { chmod, copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import { UserError } from "../errors.js";
 import { archiveMembers, OFFLINE_ARCHIVES } from "../kubespray/components.js";
 import { kubesprayPinsManifest, readServedPins } from "../../common/kubespray-pins.js";

@@ -17,7 +17,8 @@ import { versionsOf, type DebianSources } from "../debian/schema.js";
 import type { PackageSet } from "../images/lock.js";
 import type { LockFile } from "../lockfile.js";
 import type { Stage, StageRun } from "../stage.js";
-import { parseDpkgStatus, readTarMember } from "../tar-read.js";
+import { parseDpkgStatus } from "../debian/dpkg-status.js";
+import { readTarMember } from "../oci/tar.js";
 import { fileDigests } from "./rootfs.js";
 
 export const BASE_TAR = "base.tar";

@@ -10,12 +10,13 @@
  */
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import { parseSize } from "../definition.js";
 import { ASSEMBLE_SOURCES, DISK_IMAGE, assembleDisk } from "../disk/assemble.js";
 import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
 import type { Stage, StageResult } from "../stage.js";
-import { parseDpkgStatus, readTarMember } from "../tar-read.js";
+import { parseDpkgStatus } from "../debian/dpkg-status.js";
+import { readTarMember } from "../oci/tar.js";
 import { PACKAGES_JSON, checkPinned, choice, pinnedInputs, type ImageBaseDeps } from "./image-debian.js";
 import { builtOsImageManifest } from "../../common/os-images.js";
 import { FILES_ROOT } from "./files.js";

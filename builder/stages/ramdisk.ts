@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { PassThrough } from "node:stream";
 import { createGzip, constants as zlib } from "node:zlib";
-import { sha256File } from "../cache.js";
+import { sha256File } from "../../common/hash.js";
 import { tarToCpio } from "../disk/cpio.js";
 import type { Stage, StageResult } from "../stage.js";
 import { FILES_ROOT } from "./files.js";

@@ -7,7 +7,8 @@ import { versionsOf, type PinnedPackage } from "../debian/schema.js";
 import type { DebianLock } from "../lockfile.js";
 import { sourceDateEpoch } from "../reproducible.js";
 import type { Stage } from "../stage.js";
-import { parseDpkgStatus, readTarMember } from "../tar-read.js";
+import { parseDpkgStatus } from "../debian/dpkg-status.js";
+import { readTarMember } from "../oci/tar.js";
 
 /** What the first-boot units and the boot loader need, whatever the definition asks for. */
 export const BASE_PACKAGES = [

@@ -3,10 +3,9 @@
  * the build seeded: every tag names the pinned manifest, and every blob those manifests
  * reach (manifests, configs, layers, index entries) is there with the bytes its digest names.
  */
-import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { sha256File } from "../../common/hash.js";
 import { blobPath } from "../stages/registry.js";
 
 export interface ExpectedImage {
@@ -18,9 +17,7 @@ export interface ExpectedImage {
 
 async function fileDigest(path: string): Promise<string | undefined> {
   try {
-    const hash = createHash("sha256");
-    for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) hash.update(chunk as Buffer);
-    return `sha256:${hash.digest("hex")}`;
+    return `sha256:${await sha256File(path)}`;
   } catch {
     return undefined;
   }

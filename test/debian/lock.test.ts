@@ -23,7 +23,7 @@ import { UserError } from "../../builder/errors.js";
 import { LOCK_VERSION, loadLock, saveLock, type LockFile } from "../../builder/lockfile.js";
 import type { StageRun } from "../../builder/stage.js";
 import { requestedPackages } from "../../builder/stages/rootfs.js";
-import { parseDpkgStatus } from "../../builder/tar-read.js";
+import { parseDpkgStatus } from "../../builder/debian/dpkg-status.js";
 import { SnapshotStandIn, TestKey, ToyArchive, readInstalledVersion } from "../helpers/debian-archive.js";
 import { runCli } from "../helpers/cli.js";
 import { parseDefinition } from "../../builder/definition.js";

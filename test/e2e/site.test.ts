@@ -31,7 +31,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ANNOTATION_RETRY } from "../../bpa/api/constants.js";
 import type { Provisioning } from "../../bpa/api/types.js";
-import { makeClients, type Clients } from "../../bpa/controller/kube.js";
+import { makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
 import { buildOsImages } from "../../builder/images/os.js";

@@ -15,7 +15,7 @@ import { chmod, mkdir, mkdtemp, readFile, readlink, writeFile } from "node:fs/pr
 import { dirname, join, posix } from "node:path";
 import type { AuthenticationV1TokenRequest, V1Job, V1Volume } from "@kubernetes/client-node";
 import { execa } from "execa";
-import type { Clients } from "../../bpa/controller/kube.js";
+import type { Clients } from "../../bpa/runtime/kube.js";
 import { setJobStatus } from "../integration/bpa/helpers.js";
 
 export interface ImageConfig {

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContentStore } from "../../builder/cache.js";
 import { UserError } from "../../builder/errors.js";
 import { ensureArtifacts, loadArtifacts } from "../../builder/sources/index.js";
-import { lockArtifacts, type GroupSpec } from "../../builder/sources/lock.js";
+import type { GroupSpec } from "../../builder/sources/group-spec.js";
+import { lockArtifacts } from "../../builder/sources/lock.js";
 import { writeFileProxy } from "../helpers/goproxy.js";
 
 let root: string;

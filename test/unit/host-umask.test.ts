@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
-import { sha256File } from "../../builder/cache.js";
+import { sha256File } from "../../common/hash.js";
 import { loadDefinition } from "../../builder/definition.js";
 import { REPO_SITE_SCRIPT, SITE_SCRIPT } from "../../builder/disk/site-partition.js";
 import { runStage, type StageResult } from "../../builder/stage.js";

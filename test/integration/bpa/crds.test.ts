@@ -51,7 +51,7 @@ describe("BareMetalHost CRD", () => {
     await expect(
       c.custom.patchNamespacedCustomObjectStatus(
         { ...bmhApi, namespace: ns, name: "no-status-id", body: { status: { operationalStatus: "OK", errorMessage: "", poweredOn: true, provisioning: { state: "provisioned" } } } },
-        (await import("../../../bpa/controller/kube.js")).mergePatch,
+        (await import("../../../bpa/runtime/kube.js")).mergePatch,
       ),
     ).rejects.toThrow(/provisioning.ID: Required value/);
   });

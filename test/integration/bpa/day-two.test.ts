@@ -13,7 +13,7 @@ import yaml from "js-yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import type { V1Job } from "@kubernetes/client-node";
 import type { Provisioning } from "../../../bpa/api/types.js";
-import { mergePatch, type Clients } from "../../../bpa/controller/kube.js";
+import { mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {

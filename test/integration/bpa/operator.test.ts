@@ -8,7 +8,7 @@ import { parseConfig } from "../../../bpa/config/config.js";
 import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding, type V1ServiceAccount } from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
-import { isConflict, makeClients, type Clients } from "../../../bpa/controller/kube.js";
+import { isConflict, makeClients, type Clients } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {
@@ -107,7 +107,7 @@ describe("operator lifecycle", () => {
     const ns = await newNamespace(c, "bpa-steal");
     let lost = "";
     const { Operator } = await import("../../../bpa/operator.js");
-    const { silentLogger } = await import("../../../bpa/controller/log.js");
+    const { silentLogger } = await import("../../../bpa/runtime/log.js");
     const op = new Operator({ kc, config: operatorConfig(ns), log: silentLogger, identity: "victim", onLostLeadership: (reason) => (lost = reason) });
     operators.push(op);
     await op.start();
@@ -148,8 +148,8 @@ describe("informers", () => {
     viewer.loadFromString(kc.exportConfig());
     viewer.users = viewer.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:viewer` }));
     const asViewer = makeClients(viewer);
-    const { ResilientInformer } = await import("../../../bpa/controller/informer.js");
-    const { silentLogger } = await import("../../../bpa/controller/log.js");
+    const { ResilientInformer } = await import("../../../bpa/runtime/informer.js");
+    const { silentLogger } = await import("../../../bpa/runtime/log.js");
     const informer = new ResilientInformer({
       kc: viewer,
       name: "configmaps",

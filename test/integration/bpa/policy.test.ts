@@ -6,7 +6,7 @@
  */
 import { AdmissionregistrationV1Api, type V1ValidatingAdmissionPolicy, type V1ValidatingAdmissionPolicyBinding } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
-import { isConflict } from "../../../bpa/controller/kube.js";
+import { isConflict } from "../../../bpa/runtime/kube.js";
 import { applyCrds, clients, createProvisioning, kubeConfig, loadKubeYaml, loadYamlDocuments, newNamespace, patchProvisioning, waitFor } from "./helpers.js";
 
 const kc = kubeConfig();
@@ -16,7 +16,7 @@ let ns: string;
 beforeAll(async () => {
   await applyCrds(kc);
   ns = await newNamespace(c, "bpa-policy");
-  await c.core.patchNamespace({ name: ns, body: { metadata: { labels: { "bpa-policy-test": "yes" } } } }, (await import("../../../bpa/controller/kube.js")).mergePatch);
+  await c.core.patchNamespace({ name: ns, body: { metadata: { labels: { "bpa-policy-test": "yes" } } } }, (await import("../../../bpa/runtime/kube.js")).mergePatch);
   const adm = kc.makeApiClient(AdmissionregistrationV1Api);
   const [policy, binding] = await loadKubeYaml<V1ValidatingAdmissionPolicy | V1ValidatingAdmissionPolicyBinding>("manifests/crds/provisioning-policy.yaml");
   try {

@@ -14,7 +14,7 @@ import { promisify } from "node:util";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
-import { mergePatch, type Clients } from "../../../bpa/controller/kube.js";
+import { mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {

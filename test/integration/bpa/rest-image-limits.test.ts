@@ -18,7 +18,7 @@ import { finished } from "node:stream/promises";
 import { c as tarCreate } from "tar";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "../../../builder/registry/server.js";
-import type { UploadRecord } from "../../../bpa/rest/store.js";
+import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
 import { clients, deleteNamespace, kubeConfig, newNamespace, waitFor } from "./helpers.js";
 import { ApiClient, applyApiRbac, impersonating, makeServerTls, tokenFor, type TestTls } from "./rest-helpers.js";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mergePatch } from "../../../bpa/controller/kube.js";
+import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { countColor, decodePng } from "../../helpers/png.js";

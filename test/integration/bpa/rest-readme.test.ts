@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
-import type { UploadRecord } from "../../../bpa/rest/store.js";
+import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
 import { clients, kubeConfig } from "./helpers.js";
 import { ApiClient, startApiFixture, type ApiFixture, sha256, tokenFor, type TestTls } from "./rest-helpers.js";

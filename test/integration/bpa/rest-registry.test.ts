@@ -13,7 +13,7 @@ import { execa } from "execa";
 import { c as tarCreate } from "tar";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
-import type { UploadRecord } from "../../../bpa/rest/store.js";
+import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
 import { dockerSaveArchive } from "../../helpers/docker-save.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";

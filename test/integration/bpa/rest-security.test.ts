@@ -14,7 +14,7 @@ import { connect } from "node:tls";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clients, kubeConfig, waitFor } from "./helpers.js";
-import type { UploadRecord } from "../../../bpa/rest/store.js";
+import type { UploadRecord } from "../../../common/uploads.js";
 import { ApiClient, sha256, startApiFixture, startTestApi, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
 
 const kc = kubeConfig();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { WorkQueue } from "../../../bpa/controller/queue.js";
+import { WorkQueue } from "../../../bpa/runtime/queue.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,6 @@
-/** The REST API's upload metadata rules and configuration (bpa/rest/kinds.ts, config.ts). */
+/** The REST API's upload metadata rules and configuration (common/uploads.ts, bpa/rest/config.ts). */
 import { describe, expect, it } from "vitest";
-import { parseImageName, parseUploadRequest } from "../../../bpa/rest/kinds.js";
+import { parseImageName, parseUploadRequest } from "../../../common/uploads.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
 
 const hex = "a".repeat(64);

@@ -10,8 +10,8 @@ import { mkdir, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
-import { parseUploadRequest, type Kind } from "./kinds.js";
-import { sha256File, type UploadRecord } from "./store.js";
+import { sha256File } from "../common/hash.js";
+import { parseUploadRequest, type Kind, type UploadRecord } from "../common/uploads.js";
 
 export interface UploadCommand {
   file: string;

@@ -2,7 +2,7 @@
 import type { V1ConfigMap, V1Role, V1RoleBinding, V1Secret, V1ServiceAccount } from "@kubernetes/client-node";
 import type { Clients } from "./kube.js";
 import { isConflict, isNotFound } from "./kube.js";
-import { jsonEqual } from "./status.js";
+import { jsonEqual } from "./json.js";
 
 /** Reads the object; creates it when absent; on a create race reads again. */
 async function ensure<T>(read: () => Promise<T>, create: () => Promise<T>): Promise<{ object: T; created: boolean }> {

@@ -1,6 +1,8 @@
 /**
- * What a client may upload (tus Upload-Metadata), checked before a single byte is stored:
- * the kind, the name it is published under, and the sha256 the client states.
+ * The upload contract, shared by the CLI (builder/upload-client.ts) and the REST API
+ * (bpa/rest/): what a client may upload (tus Upload-Metadata), checked before a single byte
+ * is stored (the kind, the name it is published under, and the sha256 the client states),
+ * and the record of an upload that the server answers with.
  */
 
 export const KINDS = ["file", "container-image", "os-image"] as const;
@@ -12,6 +14,38 @@ export interface UploadRequest {
   name: string;
   /** 64 lowercase hex digits: the sha256 of the bytes the client sends. */
   sha256: string;
+}
+
+export type UploadState = "uploading" | "verifying" | "publishing" | "published" | "replaced" | "rejected" | "failed";
+
+export interface UploadRecord {
+  id: string;
+  kind: Kind;
+  name: string;
+  /** The sha256 the client stated (of the uploaded bytes). */
+  sha256: string;
+  size: number;
+  state: UploadState;
+  /** Bytes stored so far (uploads in progress). */
+  offset?: number;
+  /** Who uploaded it (the authenticated user). */
+  user?: string;
+  created?: string;
+  finished?: string;
+  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
+  path?: string;
+  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
+  url?: string;
+  /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
+  digest?: string;
+  /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
+  format?: string;
+  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
+  checksumPath?: string;
+  checksumUrl?: string;
+  error?: string;
+  /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
+  bytesReceived?: number;
 }
 
 const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$/;
