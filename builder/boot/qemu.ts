@@ -84,6 +84,8 @@ export interface BootResult {
   lastLines: string[];
   /** With keepRunning: stops the VM (SIGTERM to QEMU) and removes its temporary files. */
   stop?: () => Promise<void>;
+  /** With keepRunning: resolves when QEMU exits by itself (the guest powered off), or false after `ms`. */
+  exited?: (ms: number) => Promise<boolean>;
 }
 
 /** How a format is attached: a USB image as a USB stick on xHCI, as a real stick would be. */
@@ -221,7 +223,15 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
       await tail.stop();
       await cleanup();
     };
-    return { ready: true, powerCut, readyLine, seconds, accel, lastLines, stop };
+    const exitedWithin = (ms: number) =>
+      new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        void exited.then(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+    return { ready: true, powerCut, readyLine, seconds, accel, lastLines, stop, exited: exitedWithin };
   }
   const result = await exited;
   await tail.stop(); // the last lines QEMU wrote, the ready marker perhaps among them
