@@ -30,8 +30,14 @@ describe("first-boot secrets", () => {
   });
 
   it("the REST API's TLS Secret is its own certificate and key (icn-registry-pki's bpa-api), not the registry's", async () => {
-    const tls = (await commands()).filter(({ command }) => /create secret tls bpa-api-tls/.test(command));
-    expect(tls.map(({ command }) => command)).toEqual([expect.stringMatching(/--cert=\/etc\/icn-bootstrap\/pki\/bpa-api\.crt\s+--key=\/etc\/icn-bootstrap\/pki\/bpa-api\.key /)]);
+    // icn-kubernetes writes the Secret's YAML itself (object_head … > file), the files read by base64 from stdin.
+    const script = await readFile(join(SCRIPTS, "kubernetes"), "utf8");
+    const block = /object_head Secret bpa-system bpa-api-tls\n([\s\S]*?)\n\} >/.exec(script)?.[1];
+    expect(block, "the bpa-api-tls Secret block in icn-kubernetes").toBeDefined();
+    expect(block).toMatch(/tls\.crt: %s[^\n]*\$\(b64 \/etc\/icn-bootstrap\/pki\/bpa-api\.crt\)/);
+    expect(block).toMatch(/tls\.key: %s[^\n]*\$\(b64 \/etc\/icn-bootstrap\/pki\/bpa-api\.key\)/);
+    expect(block).not.toMatch(/registry/);
+    expect(script).toMatch(/^b64\(\) \{ base64 -w0 < "\$1"; \}$/m); // the file on stdin, never a secret on a command line
     const pki = await readFile(join(SCRIPTS, "registry-pki"), "utf8");
     expect(pki).toMatch(/^issue bpa-api$/m);
   });
