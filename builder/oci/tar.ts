@@ -198,18 +198,23 @@ function parseString(buffer: Buffer, start: number, length: number): string {
   return field.subarray(0, end === -1 ? field.length : end).toString("utf8");
 }
 
-function parsePax(body: string): Record<string, string> {
+/**
+ * pax records ("LEN key=value\n", LEN counting bytes) read on the bytes: a value may be
+ * binary (an ACL in SCHILY.xattr.system.posix_acl_access), which a decoded string would
+ * no longer measure in bytes. A record whose length does not fit is an error, not a loop.
+ */
+function parsePax(body: Buffer): Record<string, string> {
   const records: Record<string, string> = {};
-  let rest = body;
-  while (rest.length > 0) {
-    const space = rest.indexOf(" ");
-    if (space <= 0) break;
-    const length = Number(rest.slice(0, space));
-    const record = Buffer.from(rest).subarray(0, length).toString("utf8");
-    const text = record.slice(space + 1, -1);
-    const eq = text.indexOf("=");
-    records[text.slice(0, eq)] = text.slice(eq + 1);
-    rest = Buffer.from(rest).subarray(length).toString("utf8");
+  let at = 0;
+  while (at < body.length) {
+    const space = body.indexOf(0x20, at);
+    if (space <= at) break; // padding (NULs) after the last record
+    const length = Number(body.toString("ascii", at, space));
+    if (!Number.isInteger(length) || length <= space - at + 1 || at + length > body.length) throw new Error(`malformed pax record at byte ${at} of a pax header`);
+    const text = body.subarray(space + 1, at + length - 1); // without its newline
+    const eq = text.indexOf(0x3d);
+    if (eq > 0) records[text.toString("utf8", 0, eq)] = text.toString("utf8", eq + 1);
+    at += length;
   }
   return records;
 }
@@ -240,7 +245,7 @@ export async function indexTar(file: string): Promise<TarEntry[]> {
       if (typeflag === "x" || typeflag === "g" || typeflag === "L" || typeflag === "K") {
         const body = Buffer.alloc(size);
         await handle.read(body, 0, size, dataOffset);
-        if (typeflag === "x") pax = { ...pax, ...parsePax(body.toString("utf8")) };
+        if (typeflag === "x") pax = { ...pax, ...parsePax(body) };
         else if (typeflag === "L") longName = body.toString("utf8").replace(/\0+$/, "");
         else if (typeflag === "K") longLink = body.toString("utf8").replace(/\0+$/, "");
         offset = next;
