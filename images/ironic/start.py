@@ -67,7 +67,7 @@ for sub in ("html", "html/tmp", "tftpboot", "lock", "tmp", "deploy-logs"):
     os.makedirs(os.path.join(state, sub), exist_ok=True)
 
 user, password = read_secret("username"), read_secret("password")
-# The fewest rounds bcrypt allows: the password is 24 random characters (no dictionary
+# The fewest rounds bcrypt allows: the password is made of 24 random bytes (no dictionary
 # to slow down), and the API checks the hash on every request the baremetal-operator
 # makes; at the default 12 rounds each check cost seconds of an emulated CPU.
 hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
