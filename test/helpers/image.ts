@@ -13,7 +13,7 @@ export interface PartitionRow {
  * and a byte-for-byte copy (fs.copyFile) would take its whole apparent size on the disk.
  */
 export async function copyImageSparse(from: string, to: string): Promise<void> {
-  await execa("cp", ["--sparse=always", from, to]);
+  await execa("cp", ["--sparse=always", "--reflink=auto", from, to]); // as builder/stages/image.ts copies its disk
 }
 
 /** The GPT as sgdisk reads it. */
