@@ -5,7 +5,7 @@ import { requireFile, requireTools } from "./host-tools.js";
 import { buildContent } from "./images/pipeline.js";
 import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
-import { runStage, stagesDir, type StageResult } from "./stage.js";
+import { runStage, stageCacheLimit, stagesDir, type StageResult } from "./stage.js";
 import { diskStage, readLayout } from "./stages/disk.js";
 import { SECTOR, type DiskLayout } from "./disk/layout.js";
 import { collectSbomInput } from "./sbom/collect.js";
@@ -91,6 +91,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   await requireFile("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin");
   await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
   const cache = stagesDir();
+  stageCacheLimit(); // a bad ICN_BOOTSTRAP_STAGE_CACHE_LIMIT fails here, not after the first stage
   const overlayDirs: OverlaySource[] = [
     { dir: BUILTIN_OVERLAYS, target: "" },
     ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),

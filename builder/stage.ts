@@ -3,6 +3,7 @@ import { mkdir, readFile, rename, rm, stat, utimes, writeFile, readdir } from "n
 import { join } from "node:path";
 import { execa, type Options as ExecaOptions } from "execa";
 import { cacheRoot, sha256Text } from "./cache.js";
+import { parseSize } from "./definition.js";
 import { UserError } from "./errors.js";
 import { removeOnInterrupt } from "./interrupt.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
@@ -37,6 +38,14 @@ export interface Stage<Deps> {
 const COMPLETE = ".complete.json";
 /** Outputs kept per stage: the newest ones by last use (an image is ~1 GiB; the cache must not grow without bound). */
 const KEEP_PER_STAGE = 3;
+/**
+ * What all stage outputs together may occupy before the least recently used ones go
+ * (ICN_BOOTSTRAP_STAGE_CACHE_LIMIT): one default build's outputs take about 11 GiB, so
+ * this keeps one build and a variant of it (another definition's disk, image and qcow2).
+ */
+const DEFAULT_CACHE_LIMIT = "20GiB";
+/** Outputs this process built or reused: never pruned while its build may still read them. */
+const usedByThisBuild = new Set<string>();
 
 /**
  * Runs a stage unless a complete output for the same inputs is already cached.
@@ -54,7 +63,9 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   if (cached) {
     const now = new Date();
     await utimes(join(dir, COMPLETE), now, now).catch(() => undefined); // marks it recently used for pruning
+    usedByThisBuild.add(dir);
     log(stage.name, `reused (inputs unchanged, ${formatBytes(cached.bytes)}, built in ${formatSeconds(cached.seconds * 1000)})`);
+    await keepStageCacheUnderLimit(stage.name, stagesDir);
     return { name: stage.name, key, dir, reused: true, seconds: 0, bytes: cached.bytes };
   }
 
@@ -92,9 +103,17 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
     if (!(await readComplete(dir))) throw error;
     await rm(work, { recursive: true, force: true });
   }
+  usedByThisBuild.add(dir);
   log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
   await pruneStage(join(stagesDir, stage.name), KEEP_PER_STAGE);
+  await keepStageCacheUnderLimit(stage.name, stagesDir);
   return { name: stage.name, key, dir, reused: false, seconds, bytes };
+}
+
+async function keepStageCacheUnderLimit(stageName: string, stagesDir: string): Promise<void> {
+  const limit = stageCacheLimit();
+  const freed = await pruneStageCache(stagesDir, limit, usedByThisBuild);
+  if (freed.length > 0) log(stageName, `stage cache over ${formatBytes(limit)}: removed ${freed.length} least recently used output(s), ${formatBytes(freed.reduce((sum, f) => sum + f.bytes, 0))}`);
 }
 
 function stageRun(name: string, out: string, logStream: WriteStream, logPath: string): StageRun {
@@ -136,6 +155,49 @@ export async function pruneStage(stageDir: string, keep: number): Promise<void> 
     await rm(join(stageDir, name), { recursive: true, force: true });
     await rm(join(stageDir, `${name}.log`), { force: true });
   }
+}
+
+interface CachedOutput {
+  dir: string;
+  bytes: number;
+  used: number;
+}
+
+/**
+ * Removes the least recently used complete outputs of every stage until all of them
+ * together take at most `limit` bytes; outputs in `keep` (the running build's) stay even
+ * when they alone are over the limit. Returns what it removed.
+ */
+export async function pruneStageCache(stagesDir: string, limit: number, keep: ReadonlySet<string>): Promise<CachedOutput[]> {
+  const outputs: CachedOutput[] = [];
+  for (const stage of await readdir(stagesDir).catch(() => [] as string[])) {
+    for (const name of await readdir(join(stagesDir, stage)).catch(() => [] as string[])) {
+      if (name.includes(".partial-") || name.endsWith(".log")) continue;
+      const dir = join(stagesDir, stage, name);
+      const info = await stat(join(dir, COMPLETE)).catch(() => undefined);
+      const complete = info && (await readComplete(dir));
+      if (info && complete) outputs.push({ dir, bytes: complete.bytes, used: info.mtimeMs });
+    }
+  }
+  let total = outputs.reduce((sum, o) => sum + o.bytes, 0);
+  const removed: CachedOutput[] = [];
+  for (const output of outputs.filter((o) => !keep.has(o.dir)).sort((a, b) => a.used - b.used)) {
+    if (total <= limit) break;
+    await rm(output.dir, { recursive: true, force: true });
+    await rm(`${output.dir}.log`, { force: true });
+    total -= output.bytes;
+    removed.push(output);
+  }
+  return removed;
+}
+
+/** ICN_BOOTSTRAP_STAGE_CACHE_LIMIT (a size such as '20GiB'), else 20 GiB. */
+export function stageCacheLimit(): number {
+  const value = process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT || DEFAULT_CACHE_LIMIT;
+  if (!/^\d+(\.\d+)?\s*(KiB|MiB|GiB|TiB)$/.test(value)) {
+    throw new UserError(`ICN_BOOTSTRAP_STAGE_CACHE_LIMIT is '${value}', not a size`, "set it to a size such as '20GiB' or '500MiB', or unset it for 20 GiB");
+  }
+  return parseSize(value);
 }
 
 async function readComplete(dir: string): Promise<{ seconds: number; bytes: number } | undefined> {

@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runStage, type Stage } from "../../builder/stage.js";
+import { pruneStageCache, runStage, stageCacheLimit, type Stage } from "../../builder/stage.js";
 
 async function fixture() {
   const dir = await mkdtemp(join(tmpdir(), "icn-stage-"));
@@ -74,5 +74,52 @@ describe("stage cache pruning", () => {
     await runStage(countingStage(source, calls), { value: "f" }, cache);
     const left = (await readdir(join(cache, "demo"))).filter((e) => !e.endsWith(".log")).sort();
     expect(left).toEqual([keys[2], keys[4], (await runStage(countingStage(source, calls), { value: "f" }, cache)).key].sort());
+  });
+});
+
+describe("stage cache size limit", () => {
+  function sizedStage(name: string, source: string, bytes: number): Stage<{ value: string }> {
+    return {
+      name,
+      sources: [source],
+      inputs: ({ value }) => ({ value, bytes }),
+      async build(run, { value }) {
+        await writeFile(join(run.out, "output.bin"), Buffer.alloc(bytes, value));
+      },
+    };
+  }
+
+  it("removes the least recently used outputs of any stage until the cache fits, never the running build's", async () => {
+    const { cache, source } = await fixture();
+    const oldRootfs = await runStage(sizedStage("rootfs", source, 256 * 1024), { value: "a" }, cache);
+    await new Promise((r) => setTimeout(r, 20));
+    const oldDisk = await runStage(sizedStage("disk", source, 512 * 1024), { value: "a" }, cache);
+    await new Promise((r) => setTimeout(r, 20));
+    const newRootfs = await runStage(sizedStage("rootfs", source, 256 * 1024), { value: "b" }, cache);
+    const newDisk = await runStage(sizedStage("disk", source, 512 * 1024), { value: "b" }, cache);
+    // 1.5 MiB cached; a 900 KiB limit keeps the running build's two outputs (768 KiB) only.
+    const removed = await pruneStageCache(cache, 900 * 1024, new Set([newRootfs.dir, newDisk.dir]));
+    expect(removed.map((r) => r.dir)).toEqual([oldRootfs.dir, oldDisk.dir]);
+    expect((await readdir(join(cache, "rootfs"))).filter((e) => !e.endsWith(".log"))).toEqual([newRootfs.key]);
+    expect((await readdir(join(cache, "disk"))).filter((e) => !e.endsWith(".log"))).toEqual([newDisk.key]);
+    // Over the limit by the running build's own outputs alone: nothing of it goes.
+    expect(await pruneStageCache(cache, 1024, new Set([newRootfs.dir, newDisk.dir]))).toEqual([]);
+    // A build that does not use it any more lets the older one go first.
+    expect((await pruneStageCache(cache, 600 * 1024, new Set([newDisk.dir]))).map((r) => r.dir)).toEqual([newRootfs.dir]);
+  });
+
+  it("takes its limit from ICN_BOOTSTRAP_STAGE_CACHE_LIMIT and names a bad value", () => {
+    const saved = process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT;
+    try {
+      delete process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT;
+      expect(stageCacheLimit()).toBe(20 * 1024 ** 3);
+      process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT = "500MiB";
+      expect(stageCacheLimit()).toBe(500 * 1024 ** 2);
+      process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT = "lots";
+      expect(() => stageCacheLimit()).toThrow(/ICN_BOOTSTRAP_STAGE_CACHE_LIMIT is 'lots', not a size/);
+    } finally {
+      if (saved === undefined) delete process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT;
+      else process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT = saved;
+    }
   });
 });
