@@ -2,10 +2,17 @@ import { mkdir, readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { parseSize, type ApplianceDefinition, type OutputFormat } from "./definition.js";
 import { requireFile, requireTools } from "./host-tools.js";
-import { buildContent } from "./images/pipeline.js";
+import { contentDebianSets, selectContent } from "./images/content-sets.js";
+import { planImages, type ImagesPlan } from "./images/plan.js";
+import type { Selection } from "./images/seed.js";
 import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
-import { runStage, stageCacheLimit, stagesDir, type StageResult } from "./stage.js";
+import { runStage, stageCacheLimit, stagesDir, type Stage, type StageResult } from "./stage.js";
+import { filesStage, KUBESPRAY_TREE } from "./stages/files.js";
+import { debianSource, imageBaseStage, imageCompileStage, imageRootStage } from "./stages/image-debian.js";
+import { imagesStage } from "./stages/images.js";
+import { osImageStage, osRootfsStage } from "./stages/os-image.js";
+import { ramdiskStage } from "./stages/ramdisk.js";
 import { diskStage, readLayout } from "./stages/disk.js";
 import { SECTOR, type DiskLayout } from "./disk/layout.js";
 import { collectSbomInput } from "./sbom/collect.js";
@@ -19,10 +26,10 @@ import { ensureLockedDebs, type DebOrigin } from "./debian/fetch.js";
 import { CONTENTS, imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
-import { REGISTRY_STORAGE, SEEDED_JSON } from "./stages/registry.js";
+import { REGISTRY_STORAGE, registryStage, SEEDED_JSON } from "./stages/registry.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
-import { buildOsImages, servedOsFiles } from "./images/os.js";
+import { assertOsImagesPinned, osRootfsInputs, servedOsFiles, type BuiltOsImage } from "./images/os.js";
 import { readMetal3Manifests } from "./metal3/manifests.js";
 import { metal3Stage } from "./stages/metal3.js";
 
@@ -84,7 +91,152 @@ export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip
  */
 export { stagesDir };
 
-/** The stage list, in order; each stage is skipped when its inputs are unchanged. */
+/** Parts of the stage list: a build runs all four; other commands and tests run some. */
+export type Section = "appliance-root" | "content" | "os-images" | "appliance-disk";
+export const ALL_SECTIONS: readonly Section[] = ["appliance-root", "content", "os-images", "appliance-disk"];
+
+export interface StagesRequest {
+  definition: ApplianceDefinition;
+  lock: LockFile;
+  /** The lock file's path (its registry-seed/ and artifact lists are beside it); needed by all but os-images. */
+  lockPath?: string;
+  stagesDir: string;
+  sections: readonly Section[];
+  /** The definition file (its overlay directories are relative to it); needed by appliance-disk. */
+  definitionPath?: string;
+  /** lock: make only the Debian roots, from the newest packages (value: the archives' state). */
+  resolve?: string;
+  /** lock-images: images not pinned yet are built and their digests recorded, not checked. */
+  record?: boolean;
+  /** lock-images: stop after the images stage. */
+  stopAfterImages?: boolean;
+  formats?: OutputFormat[];
+  /** Called with the finished disk image before the qcow2 conversion (the USB copy overlaps it). */
+  onDiskImage?: (image: StageResult) => void;
+}
+
+export interface StagesBuilt {
+  rootfs?: StageResult;
+  nodeBinaries: ArtifactResult[];
+  kubernetes?: StageResult;
+  selection?: Selection;
+  plan?: ImagesPlan;
+  files?: StageResult;
+  imageBase?: StageResult;
+  imageCompile?: StageResult;
+  /** The Debian roots of recipes with `base: own-debian`, by recipe name. */
+  imageRoots: Record<string, StageResult>;
+  images?: StageResult;
+  registry?: StageResult;
+  osImages: BuiltOsImage[];
+  metal3?: StageResult;
+  overlays?: StageResult;
+  disk?: StageResult;
+  image?: StageResult;
+  qcow2?: StageResult;
+  /** Every stage that ran or was reused, in order (the report's list). */
+  ran: StageResult[];
+}
+
+/**
+ * Every stage of a build, in the order they run; each is reused when its inputs are
+ * unchanged. `build` runs the four sections; `lock-images` runs "content" up to the
+ * images (recording their digests), and with `resolve` only the Debian roots of
+ * "content" and "os-images" (`lock`); tests run single sections.
+ */
+export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
+  const { definition, lock, stagesDir: dir, sections, resolve: resolving } = request;
+  const lockPath = request.lockPath ?? "";
+  const built: StagesBuilt = { nodeBinaries: [], imageRoots: {}, osImages: [], ran: [] };
+  const run = async <Deps>(stage: Stage<Deps>, deps: Deps): Promise<StageResult> => {
+    const result = await runStage(stage, deps, dir);
+    built.ran.push(result);
+    return result;
+  };
+
+  if (sections.includes("appliance-root")) {
+    // 1. The appliance's Debian root, from exactly the lock's .deb files.
+    built.rootfs = await run(rootfsStage, { definition, lock: lock.debian });
+    // 2. kubeadm, kubelet and kubectl at the lock's one Kubernetes version.
+    if (definition.kubernetes.enabled) {
+      built.nodeBinaries = await kubernetesArtifacts(definition, lockPath);
+      built.kubernetes = await run(kubernetesStage, { binaries: built.nodeBinaries });
+    }
+  }
+
+  if (sections.includes("content")) {
+    const kubespray = definition.kubespray.enabled;
+    const selection = (built.selection = await selectContent(definition, Boolean(request.record)));
+    // 3. The file server's tree: kubespray and every file it downloads, the nodes' binaries.
+    const files = (built.files = await run(filesStage, {
+      lock,
+      lockPath,
+      kubespray,
+      images: selection.images.map((i) => i.ref),
+      archives: !resolving,
+      extraKubernetesVersions: kubespray ? definition.kubespray.extraKubernetesVersions : [],
+    }));
+    const plan = (built.plan = await planImages(selection.images, { kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined, filesDir: files.dir, lockPath }));
+    const sets = await contentDebianSets(definition, plan, lock, Boolean(resolving));
+    const debian = debianSource(lock);
+    // 4. The container images' Debian roots: the shared base, the C toolchain (static programs), each own root.
+    if (plan.basePackages.length > 0) built.imageBase = await run(imageBaseStage, { debian, set: sets.base, resolve: resolving });
+    if (plan.programs.length > 0) built.imageCompile = await run(imageCompileStage, { debian, set: sets.toolchain, resolve: resolving, programs: plan.programs });
+    for (const root of plan.ownRoots) built.imageRoots[root.name] = await run(imageRootStage, { debian, set: sets.own[root.name]!, resolve: resolving, recipe: root.name });
+    if (!resolving) {
+      // 5. Every listed container image, built from its recipe or pulled by digest, as one OCI layout.
+      built.images = await run(imagesStage, { plan, base: built.imageBase, roots: built.imageRoots, compiled: built.imageCompile, record: request.record });
+      if (request.stopAfterImages) return built;
+      // 6. The local registry's storage, seeded with them.
+      built.registry = await run(registryStage, { images: built.images });
+    }
+  }
+
+  if (sections.includes("os-images")) {
+    // 7. The compute nodes' OS images and Ironic's deploy ramdisk, each from a root of its own.
+    if (!resolving) await assertOsImagesPinned(definition.osImages, lock);
+    for (const name of definition.osImages) {
+      const { recipe, inputs, pythonPackages } = await osRootfsInputs(name, lock, resolving);
+      const kind = recipe.ramdisk ? "ramdisk" : "disk";
+      const rootfs = await run(osRootfsStage, inputs);
+      if (resolving) {
+        built.osImages.push({ name, kind, rootfs, pythonPackages });
+        continue;
+      }
+      const image = recipe.ramdisk
+        ? await run(ramdiskStage, { name, kernel: recipe.ramdisk.kernel, initramfs: recipe.ramdisk.initramfs, epoch: inputs.epoch, rootfs })
+        : await run(osImageStage, { name, file: recipe.os!.file, rootFree: recipe.os!.rootFree, epoch: inputs.epoch, rootfs });
+      built.osImages.push({ name, kind, rootfs, image, pythonPackages });
+    }
+  }
+
+  if (sections.includes("appliance-disk")) {
+    const layers = [...(built.kubernetes ? [built.kubernetes] : []), built.registry!, built.files!, ...built.osImages.map((os) => os.image!)];
+    // 8. Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
+    if (definition.kubernetes.enabled) {
+      built.metal3 = await run(metal3Stage, { manifests: await readMetal3Manifests(lockPath) });
+      layers.push(built.metal3);
+    }
+    // 9. The overlays (handlebars rendered), 10. the bootable disk, 11. the overlays written into it, 12. the qcow2.
+    built.overlays = await run(overlaysStage, { definition, directories: overlaySources(definition, request.definitionPath!) });
+    const epoch = sourceDateEpoch(lock.debian);
+    built.disk = await run(diskStage, { definition, epoch, rootfs: built.rootfs!, layers });
+    built.image = await run(imageStage, { disk: built.disk, overlays: built.overlays, epoch });
+    request.onDiskImage?.(built.image);
+    if (request.formats?.includes("qcow2")) built.qcow2 = await run(qcow2Stage, { image: built.image, virtualBytes: parseSize(definition.disk.vmDiskSize) });
+  }
+  return built;
+}
+
+function overlaySources(definition: ApplianceDefinition, definitionPath: string): OverlaySource[] {
+  return [
+    { dir: BUILTIN_OVERLAYS, target: "" },
+    ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),
+    ...definition.overlays.map((overlay) => ({ dir: resolve(dirname(definitionPath), overlay), target: "" })),
+  ];
+}
+
+/** Builds the image: the whole stage list, then the images published under their final names, the SBOM and what verify checks. */
 export async function build(request: BuildRequest): Promise<BuildResult> {
   const { definition, lock, formats } = request;
   await requireTools([...BUILD_TOOLS, ...(formats.includes("qcow2") ? ["qemu-img"] : [])]);
@@ -92,77 +244,49 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
   const cache = stagesDir();
   stageCacheLimit(); // a bad ICN_BOOTSTRAP_STAGE_CACHE_LIMIT fails here, not after the first stage
-  const overlayDirs: OverlaySource[] = [
-    { dir: BUILTIN_OVERLAYS, target: "" },
-    ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),
-    ...definition.overlays.map((dir) => ({ dir: resolve(dirname(request.definitionPath), dir), target: "" })),
-  ];
-
   assertLockFits(definition, lock.debian);
   // Every pinned .deb, by its record, before any stage: a missing file fails here, naming each one.
   const debianFiles = await ensureLockedDebs(lock, { snapshot: request.snapshot });
-  const rootfs = await runStage(rootfsStage, { definition, lock: lock.debian }, cache);
-  const layers: StageResult[] = [];
-  const contentStages: StageResult[] = [];
-  let nodeBinaries: ArtifactResult[] = [];
-  if (definition.kubernetes.enabled) {
-    nodeBinaries = await kubernetesArtifacts(definition, request.lockPath);
-    const kubernetes = await runStage(kubernetesStage, { binaries: nodeBinaries }, cache);
-    layers.push(kubernetes);
-    contentStages.push(kubernetes);
-  }
-  // Stages 3-5: the file server's tree (kubespray + binaries), the container images and the seeded registry.
-  const content = await buildContent({ definition, lock, lockPath: request.lockPath, stagesDir: cache });
-  layers.push(content.registry!, content.files);
-  contentStages.push(content.files, ...(content.imageBase ? [content.imageBase] : []), ...(content.imageCompile ? [content.imageCompile] : []), ...Object.values(content.imageRoots), content.images!, content.registry!);
-  // The compute nodes' OS images, served by the file server beside kubespray's files.
-  const osImages = await buildOsImages({ definition, lock, stagesDir: cache });
-  for (const os of osImages) {
-    layers.push(os.image!);
-    contentStages.push(os.rootfs, os.image!);
-  }
-  if (definition.kubernetes.enabled) {
-    // Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
-    const metal3 = await runStage(metal3Stage, { manifests: await readMetal3Manifests(request.lockPath) }, cache);
-    layers.push(metal3);
-    contentStages.push(metal3);
-  }
-  const overlays = await runStage(overlaysStage, { definition, directories: overlayDirs }, cache);
-  const epoch = sourceDateEpoch(lock.debian);
-  const disk = await runStage(diskStage, { definition, epoch, rootfs, layers }, cache);
-  const image = await runStage(imageStage, { disk, overlays, epoch }, cache);
 
   await mkdir(request.outDir, { recursive: true });
   const target = (format: OutputFormat) => join(request.outDir, `${definition.name}${FORMAT_EXTENSIONS[format]}`);
   const publisher = new Publisher();
-  let qcow2: StageResult | undefined;
+  let built: StagesBuilt;
   try {
-    // The USB image is copied out while the qcow2 conversion runs.
-    if (formats.includes("usb")) publisher.stage(formatSource("usb", image), target("usb"));
-    if (formats.includes("qcow2")) {
-      qcow2 = await runStage(qcow2Stage, { image, virtualBytes: parseSize(definition.disk.vmDiskSize) }, cache);
-      publisher.stage(formatSource("qcow2", image, qcow2), target("qcow2"));
-    }
+    built = await runStages({
+      definition,
+      lock,
+      lockPath: request.lockPath,
+      stagesDir: cache,
+      sections: ALL_SECTIONS,
+      definitionPath: request.definitionPath,
+      formats,
+      // The USB image is copied out while the qcow2 conversion runs.
+      onDiskImage: (image) => {
+        if (formats.includes("usb")) publisher.stage(formatSource("usb", image), target("usb"));
+      },
+    });
+    if (built.qcow2) publisher.stage(formatSource("qcow2", built.image!, built.qcow2), target("qcow2"));
   } catch (error) {
     await publisher.abandon();
     throw error;
   }
   const published = await publisher.commit();
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
-  const stages = [rootfs, ...contentStages, overlays, disk, image, ...(qcow2 ? [qcow2] : [])];
+  const { rootfs, image, disk, registry, files, plan, osImages } = built as Required<StagesBuilt>;
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
-  const seeded = JSON.parse(await readFile(join(content.registry!.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[] };
+  const seeded = JSON.parse(await readFile(join(registry.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[] };
   const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
   const sbom = await collectSbomInput({
     name: definition.name,
-    epoch,
+    epoch: sourceDateEpoch(lock.debian),
     lock,
     rootfsDir: rootfs.dir,
-    sets: ["rootfs", ...(content.imageBase ? (["base"] as const) : []), ...(content.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const), ...Object.keys(content.imageRoots).map((name) => `own:${name}` as const)],
-    nodeBinaries,
-    plan: content.plan,
+    sets: ["rootfs", ...(built.imageBase ? (["base"] as const) : []), ...(built.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const), ...Object.keys(built.imageRoots).map((name) => `own:${name}` as const)],
+    nodeBinaries: built.nodeBinaries,
+    plan,
     seeded: seeded.images,
-    filesDir: content.files.dir,
+    filesDir: files.dir,
     images: Object.entries(images).map(([format, image]) => ({ format, sha256: image.sha256 })),
     osImages: (await Promise.all(osImages.map(servedOsFiles))).flat(),
   });
@@ -176,5 +300,5 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     outsideSite: await digestOutsideSite(formatSource("usb", image), layout, layout.totalSectors * SECTOR),
     registry: { storage: REGISTRY_STORAGE, images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })) },
   };
-  return { stages, images, packages, debianFiles, containerImages, sbom, verification };
+  return { stages: built.ran, images, packages, debianFiles, containerImages, sbom, verification };
 }

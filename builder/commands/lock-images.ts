@@ -9,7 +9,8 @@ import { unpinnedOsImages } from "../images/os.js";
 import { DEFAULT_DEFINITION, loadDefinition, withExtraKubernetes, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import { requireTools } from "../host-tools.js";
-import { buildContent, listedOwnRoots, unpinnedOwnRoots } from "../images/pipeline.js";
+import { listedOwnRoots, unpinnedOwnRoots } from "../images/content-sets.js";
+import { runStages } from "../pipeline.js";
 import { REPO_ROOT } from "../images/plan.js";
 import { loadSeedLists, writeDigests } from "../images/seed.js";
 import { loadLock, loadPreviousLock, lockPathFor, saveLock, type LockFile } from "../lockfile.js";
@@ -108,7 +109,7 @@ export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedB
 /** Builds every listed image from the pinned packages and writes the digests into registry-seed/. */
 export async function recordImageDigests(definition: ApplianceDefinition, lock: LockFile, lockPath: string): Promise<void> {
   await ensureLockedDebs(lock);
-  const content = await buildContent({ definition, lock, lockPath, stagesDir: stagesDir(), record: true, imagesOnly: true });
+  const content = await runStages({ definition, lock, lockPath, stagesDir: stagesDir(), sections: ["content"], record: true, stopAfterImages: true });
   const built: BuiltImage[] = JSON.parse(await readFile(join(content.images!.dir, IMAGES_JSON), "utf8"));
   const listOf = new Map((await loadSeedLists(definition.registry.lists.map((l) => resolve(REPO_ROOT, l)))).map((i) => [i.ref, i.list]));
   const byList = new Map<string, Record<string, string>>();

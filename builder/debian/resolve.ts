@@ -7,8 +7,9 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { sha256Text } from "../cache.js";
 import type { ApplianceDefinition } from "../definition.js";
-import { buildContent, debianSource } from "../images/pipeline.js";
-import { buildOsImages, loadOsRecipe, requestedOsPackages } from "../images/os.js";
+import { debianSource } from "../stages/image-debian.js";
+import { loadOsRecipe, requestedOsPackages } from "../images/os.js";
+import { runStages } from "../pipeline.js";
 import { TOOLCHAIN_PACKAGES, type ImagesLock } from "../images/lock.js";
 import type { LockFile, PreviousLock } from "../lockfile.js";
 import { log } from "../log.js";
@@ -70,16 +71,17 @@ export async function resolveRootfs(definition: ApplianceDefinition, { sources, 
 export async function resolveImageSets(definition: ApplianceDefinition, lock: LockFile, lockPath: string, { sources, indexes }: Resolution, stagesDir: string): Promise<ImagesLock> {
   log("lock", `resolving the Debian packages of the images (shared base, C toolchain${definition.osImages.length ? `, OS images ${definition.osImages.join(", ")}` : ""})`);
   const state = sha256Text(JSON.stringify(sources));
-  const content = await buildContent({ definition, lock: { ...lock, debian: { ...lock.debian, ...sources } }, lockPath, stagesDir, resolve: state, record: true });
+  const content = await runStages({ definition, lock: { ...lock, debian: { ...lock.debian, ...sources } }, lockPath, stagesDir, sections: ["content"], resolve: state, record: true });
+  const plan = content.plan!;
   const read = async (dir?: string): Promise<Record<string, string>> => (dir ? JSON.parse(await readFile(join(dir, IMAGE_PACKAGES_JSON), "utf8")) : {});
   const os = await resolveOsSets(definition, definition.osImages, lock, { sources, indexes }, stagesDir);
   return {
     debian: {
-      base: { requested: content.plan.basePackages, packages: pinInstalled(await read(content.imageBase?.dir), indexes) },
+      base: { requested: plan.basePackages, packages: pinInstalled(await read(content.imageBase?.dir), indexes) },
       toolchain: { requested: TOOLCHAIN_PACKAGES, packages: pinInstalled(await read(content.imageCompile?.dir), indexes) },
       ...(Object.keys(os).length > 0 ? { os } : {}),
-      ...(content.plan.ownRoots.length > 0
-        ? { own: Object.fromEntries(await Promise.all(content.plan.ownRoots.map(async (root) => [root.name, { requested: root.packages, packages: pinInstalled(await read(content.imageRoots[root.name]?.dir), indexes) }] as const))) }
+      ...(plan.ownRoots.length > 0
+        ? { own: Object.fromEntries(await Promise.all(plan.ownRoots.map(async (root) => [root.name, { requested: root.packages, packages: pinInstalled(await read(content.imageRoots[root.name]?.dir), indexes) }] as const))) }
         : {}),
     },
   };
@@ -104,7 +106,7 @@ export async function resolveOsSets(definition: ApplianceDefinition, names: stri
   const state = sha256Text(JSON.stringify(sources));
   const os: Record<string, ImagesLock["debian"]["base"]> = {};
   const only = { ...definition, osImages: names };
-  for (const image of await buildOsImages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, resolve: state })) {
+  for (const image of (await runStages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, sections: ["os-images"], resolve: state })).osImages) {
     const installed: Record<string, string> = JSON.parse(await readFile(join(image.rootfs.dir, IMAGE_PACKAGES_JSON), "utf8"));
     os[image.name] = { requested: requestedOsPackages(await loadOsRecipe(image.name)), packages: pinInstalled(installed, indexes) };
   }

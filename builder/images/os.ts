@@ -2,19 +2,18 @@
  * The definition's OS images (`osImages`): recipes with `os:` (a compute node's disk
  * image, stages/os-image.ts) or `ramdisk:` (a network-boot kernel and initramfs, such as
  * Ironic's deploy ramdisk, stages/ramdisk.ts), both from a root made by stage
- * os-rootfs. Used by the build (their file-server layers) and by `lock-images`
- * (resolving their Debian sets).
+ * os-rootfs. Their stages run in builder/pipeline.ts's list (the build's file-server
+ * layers, and `lock-images` resolving their Debian sets); this module says what they take.
  */
 import { join } from "node:path";
 import { sha256File } from "../../common/hash.js";
-import type { ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import type { LockFile } from "../lockfile.js";
 import { sourceDateEpoch } from "../reproducible.js";
-import { runStage, type StageResult } from "../stage.js";
+import type { StageResult } from "../stage.js";
 import { debianSource } from "../stages/image-debian.js";
-import { osImageStage, osRootfsStage, readOsImage, type OsFile } from "../stages/os-image.js";
-import { ramdiskStage, readRamdisk } from "../stages/ramdisk.js";
+import { readOsImage, type OsFile } from "../stages/os-image.js";
+import { readRamdisk } from "../stages/ramdisk.js";
 import { ensurePythonTree, pythonTreeCopies } from "../sources/pypi.js";
 import { log } from "../log.js";
 import { loadRecipe, type Recipe } from "./recipe.js";
@@ -73,35 +72,31 @@ export async function unpinnedOsImages(names: string[], lock: LockFile): Promise
   return unpinned;
 }
 
-/** Builds each OS image of the definition from its pinned set (or, resolving, only its root with the newest packages). */
+/** Building (not resolving): fails naming the first OS image whose set the lock does not pin as its recipe asks. */
+export async function assertOsImagesPinned(names: string[], lock: LockFile): Promise<void> {
+  const [unpinned] = await unpinnedOsImages(names, lock);
+  if (unpinned) throw new UserError(`the OS image ${unpinned} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${unpinned})`, "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)");
+}
+
+/**
+ * What stage os-rootfs takes for one OS image: its recipe's Debian set (pinned, or empty
+ * when resolving), the files it copies in, its Python tree, and, for a ramdisk, what the
+ * root needs to boot from memory. The stages themselves run in builder/pipeline.ts.
+ */
+export async function osRootfsInputs(name: string, lock: LockFile, resolve: string | undefined) {
+  const recipe = await loadOsRecipe(name);
+  const set = { requested: requestedOsPackages(recipe), packages: resolve ? {} : lock.images!.debian.os![name]!.packages };
+  const python = await pythonFiles(recipe);
+  const ramdisk = recipe.ramdisk ? { enable: recipe.ramdisk.enable, dropModules: recipe.ramdisk.dropModules } : undefined;
+  const files = [...(await recipeFiles(recipe)), ...python.files];
+  const inputs = { debian: debianSource(lock), set, resolve, name, files, epoch: sourceDateEpoch(lock.debian), ...(ramdisk ? { ramdisk } : {}) };
+  return { recipe, inputs, pythonPackages: python.packages };
+}
+
 /** The files an OS image puts on the file server (path under its root), for the SBOM. */
 export async function servedOsFiles(os: BuiltOsImage): Promise<{ name: string; path: string; sha256: string; pythonPackages: { name: string; version: string }[] }[]> {
   const { pythonPackages } = os;
   if (os.kind === "disk") return [{ ...(await readOsImage(os.image!)), pythonPackages }];
   const { kernel, initramfs } = await readRamdisk(os.image!);
   return [kernel, initramfs].map(({ path, sha256 }) => ({ name: os.name, path, sha256, pythonPackages }));
-}
-
-export async function buildOsImages(opts: { definition: ApplianceDefinition; lock: LockFile; stagesDir: string; resolve?: string }): Promise<BuiltOsImage[]> {
-  const built: BuiltOsImage[] = [];
-  const [unpinned] = opts.resolve ? [] : await unpinnedOsImages(opts.definition.osImages, opts.lock);
-  if (unpinned) throw new UserError(`the OS image ${unpinned} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${unpinned})`, "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)");
-  for (const name of opts.definition.osImages) {
-    const recipe = await loadOsRecipe(name);
-    const set = { requested: requestedOsPackages(recipe), packages: opts.resolve ? {} : opts.lock.images!.debian.os![name]!.packages };
-    const epoch = sourceDateEpoch(opts.lock.debian);
-    const python = await pythonFiles(recipe);
-    const ramdisk = recipe.ramdisk ? { enable: recipe.ramdisk.enable, dropModules: recipe.ramdisk.dropModules } : undefined;
-    const files = [...(await recipeFiles(recipe)), ...python.files];
-    const rootfs = await runStage(osRootfsStage, { debian: debianSource(opts.lock), set, resolve: opts.resolve, name, files, epoch, ...(ramdisk ? { ramdisk } : {}) }, opts.stagesDir);
-    if (opts.resolve) {
-      built.push({ name, kind: recipe.ramdisk ? "ramdisk" : "disk", rootfs, pythonPackages: python.packages });
-      continue;
-    }
-    const image = recipe.ramdisk
-      ? await runStage(ramdiskStage, { name, kernel: recipe.ramdisk.kernel, initramfs: recipe.ramdisk.initramfs, epoch, rootfs }, opts.stagesDir)
-      : await runStage(osImageStage, { name, file: recipe.os!.file, rootFree: recipe.os!.rootFree, epoch, rootfs }, opts.stagesDir);
-    built.push({ name, kind: recipe.ramdisk ? "ramdisk" : "disk", rootfs, image, pythonPackages: python.packages });
-  }
-  return built;
 }

@@ -6,6 +6,7 @@
  * package kubespray's system_packages role installs on Debian already there, with apt
  * able to "update" offline.
  */
+import { runStages } from "../../builder/pipeline.js";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,7 +16,7 @@ import { cloudInitUserData } from "../../bpa/jobs/ssh-key.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { ensureLockedDebs } from "../../builder/debian/fetch.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages, loadOsRecipe } from "../../builder/images/os.js";
+import { loadOsRecipe } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { freePort } from "../../builder/registry/server.js";
 import { stagesDir } from "../../builder/stage.js";
@@ -61,7 +62,7 @@ beforeAll(async () => {
   expect(definition.osImages).toContain("compute-node");
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [built] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir() });
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   served = await readOsImage(built!.image!);
   image = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
   await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "bpa", "-f", join(work, "bpa")]);

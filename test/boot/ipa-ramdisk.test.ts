@@ -3,6 +3,7 @@
  * gzip-compressed newc initramfs under boot/ of the file server, each with its sha256sum.
  * test/boot/network-boot.test.ts boots them through Ironic and checks what they inspect.
  */
+import { runStages } from "../../builder/pipeline.js";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { constants, gunzipSync } from "node:zlib";
@@ -10,7 +11,7 @@ import { execa } from "execa";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureLockedDebs } from "../../builder/debian/fetch.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages, loadOsRecipe } from "../../builder/images/os.js";
+import { loadOsRecipe } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
@@ -24,7 +25,7 @@ beforeAll(async () => {
   expect(definition.osImages).toContain("ipa-ramdisk");
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [built] = await buildOsImages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   files = await readRamdisk(built!.image!);
   boot = join(built!.image!.dir, "tree", FILES_ROOT);
 }, 40 * 60_000);

@@ -19,6 +19,7 @@
  * snponly.efi over TFTP, that iPXE gets Ironic's script, and the deploy kernel starts;
  * from the kernel on nothing depends on the firmware.
  */
+import { runStages } from "../../builder/pipeline.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,8 +29,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { ensureLockedDebs } from "../../builder/debian/fetch.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages } from "../../builder/images/os.js";
-import { buildContent } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
@@ -80,9 +79,9 @@ beforeAll(async () => {
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [ramdisk] = await buildOsImages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
+  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   files = await readRamdisk(ramdisk!.image!);
-  const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
   const ironicRoot = await unpackIronic(content.images!.dir, work);
 
   // The provisioning network: a bridge with the appliance's address, the node's tap on it, nothing else.

@@ -8,6 +8,7 @@
  * The BMC's half (InsertMedia, the boot device, Metal3's whole deployment) is
  * `npm run e2e:metal3`'s UEFI host, behind sushy-tools and libvirt.
  */
+import { runStages } from "../../builder/pipeline.js";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,8 +17,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type Firmware } from "../../builder/boot/qemu.js";
 import { ensureLockedDebs } from "../../builder/debian/fetch.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages } from "../../builder/images/os.js";
-import { buildContent } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
@@ -48,10 +47,10 @@ beforeAll(async () => {
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [ramdisk] = await buildOsImages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
+  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   const files = await readRamdisk(ramdisk!.image!);
   const served = join(ramdisk!.image!.dir, "tree", FILES_ROOT);
-  const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
   const root = await unpackIronic(content.images!.dir, work);
 
   const out = join(work, "out");

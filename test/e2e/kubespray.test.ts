@@ -44,10 +44,8 @@ import { sshObjectNames } from "../../bpa/jobs/objects.js";
 import { Operator } from "../../bpa/operator.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { DEFAULT_DEFINITION, loadDefinition, withExtraKubernetes } from "../../builder/definition.js";
-import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
-import { buildOsImages } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { stagesDir } from "../../builder/pipeline.js";
+import { stagesDir, runStages, type StagesBuilt } from "../../builder/pipeline.js";
 import { startRegistry, type RegistryServer } from "../../builder/registry/server.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { readOsImage } from "../../builder/stages/os-image.js";
@@ -103,7 +101,7 @@ const HOUR = 3600_000;
 const { phase, summary: phaseSummary } = phaseLog("e2e:kubespray");
 
 let work: string;
-let content: ContentResult;
+let content: StagesBuilt;
 let kube: KubeTestServer;
 let kc: KubeConfig;
 let c: Clients;
@@ -281,16 +279,16 @@ beforeAll(async () => {
   const definition = withExtraKubernetes(await loadDefinition(DEFAULT_DEFINITION), [older.version]);
   // What the appliance serves (the build's stages; `npm run e2e:kubespray` builds first, with
   // the network, and builds the older version's binaries): both versions.
-  content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir() });
-  pinsManifest = yaml.load(await readFile(join(content.files.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as typeof pinsManifest;
-  const [built] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir() });
+  content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"] });
+  pinsManifest = yaml.load(await readFile(join(content.files!.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as typeof pinsManifest;
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   const served = await readOsImage(built!.image!);
   osImage = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
   runnerRoot = join(work, "runner-root");
   const runner = await unpackImage(content.images!.dir, RUNNER, runnerRoot);
   runnerConfig = await readImageConfig(join(content.images!.dir, "oci"), runner.digest);
   builtImages = JSON.parse(await readFile(join(content.images!.dir, IMAGES_JSON), "utf8")) as BuiltImage[];
-  await startApplianceServices(join(content.files.dir, "tree", FILES_ROOT), join(content.registry!.dir, "tree", REGISTRY_STORAGE));
+  await startApplianceServices(join(content.files!.dir, "tree", FILES_ROOT), join(content.registry!.dir, "tree", REGISTRY_STORAGE));
   phase("appliance content ready: file server, registry (TLS), runner image, OS image");
 
   kube = await startKubeTestServer();
@@ -372,7 +370,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     const kubeconfig = join(work, "cluster-a.kubeconfig");
     await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
     expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
-    const kubectlPath = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${upgradeVersion}`, "bin/linux/amd64/kubectl");
+    const kubectlPath = join(content.files!.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${upgradeVersion}`, "bin/linux/amd64/kubectl");
     kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
     const nodes = await waitFor("the node to be Ready", async () => {
       const r = await kubectl("get", "nodes", "-o", "wide");

@@ -40,11 +40,9 @@ import { makeClients, mergePatch, type Clients } from "../../bpa/runtime/kube.js
 import { makeLogger } from "../../bpa/runtime/log.js";
 import { sshObjectNames } from "../../bpa/jobs/objects.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildContent } from "../../builder/images/pipeline.js";
-import { buildOsImages } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
-import { stagesDir } from "../../builder/pipeline.js";
+import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { OS_IMAGES_PATH, readOsImage } from "../../builder/stages/os-image.js";
 import { BOOT_FILES_PATH, readRamdisk } from "../../builder/stages/ramdisk.js";
@@ -216,10 +214,10 @@ beforeAll(async () => {
 
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
-  const [computeNode, ramdisk] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node", "ipa-ramdisk"] }, lock, stagesDir: stagesDir() });
+  const [computeNode, ramdisk] = (await runStages({ definition: { ...definition, osImages: ["compute-node", "ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   const os = await readOsImage(computeNode!.image!);
   const ipa = await readRamdisk(ramdisk!.image!);
-  const content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
   const ironicRoot = await unpackIronic(content.images!.dir, work);
   bmoRoot = join(work, "bmo-root");
   await unpackImage(content.images!.dir, BMO_IMAGE, bmoRoot);

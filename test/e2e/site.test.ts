@@ -34,9 +34,8 @@ import type { Provisioning } from "../../bpa/api/types.js";
 import { makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages } from "../../builder/images/os.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { stagesDir } from "../../builder/pipeline.js";
+import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { freePort } from "../../builder/registry/server.js";
 import { readOsImage } from "../../builder/stages/os-image.js";
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
@@ -109,7 +108,7 @@ beforeAll(async () => {
 
   // The default image as `npm run e2e` built it; the OS image's checksum for the BareMetalHost.
   const definition = await loadDefinition(DEFAULT_DEFINITION);
-  const [computeNode] = await buildOsImages({ definition: { ...definition, osImages: ["compute-node"] }, lock: await loadLock(DEFAULT_LOCK), stagesDir: stagesDir() });
+  const [computeNode] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock: await loadLock(DEFAULT_LOCK), stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
   const os = await readOsImage(computeNode!.image!);
   osImage = { path: os.path, sha256: os.sha256 };
 

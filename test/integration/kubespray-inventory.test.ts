@@ -23,9 +23,8 @@ import { clusterVersion, renderGroupVars } from "../../bpa/inventory/group-vars.
 import { renderHostsIni } from "../../bpa/inventory/hosts-ini.js";
 import { nextOperation } from "../../bpa/jobs/operation.js";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildContent, type ContentResult } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { stagesDir } from "../../builder/pipeline.js";
+import { stagesDir, runStages, type StagesBuilt } from "../../builder/pipeline.js";
 import { archiveMembers, OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
 import { FILES_ROOT, KUBESPRAY_PINS } from "../../builder/stages/files.js";
 import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
@@ -40,7 +39,7 @@ const FILES_REPO = "http://bootstrap.icn:8080/kubespray";
 const PINS = "/tmp/inventory/kubespray-pins.yml";
 
 
-let content: ContentResult;
+let content: StagesBuilt;
 let root: string;
 let work: string;
 let kubernetesVersion: string;
@@ -60,7 +59,7 @@ async function shippedConfig() {
 
 /** The pins as the appliance ships them: the build's ConfigMap among the first-boot manifests. */
 async function shippedPins(): Promise<string> {
-  const configMap = yaml.load(await readFile(join(content.files.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as { metadata: { name: string; namespace: string }; data: Record<string, string> };
+  const configMap = yaml.load(await readFile(join(content.files!.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as { metadata: { name: string; namespace: string }; data: Record<string, string> };
   expect(configMap.metadata).toMatchObject({ name: KUBESPRAY_PINS_CONFIGMAP, namespace: "bpa-system" });
   return configMap.data[KUBESPRAY_PINS_KEY]!;
 }
@@ -97,7 +96,7 @@ beforeAll(async () => {
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   expect(definition.kubespray.enabled).toBe(true);
   // The build's files and images stages, digests checked against registry-seed/.
-  content = await buildContent({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), imagesOnly: true });
+  content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
   root = join(work, "runner-root");
   await unpackImage(content.images!.dir, RUNNER, root);
 }, 40 * 60_000);
@@ -130,8 +129,8 @@ describe("the runner image", () => {
     expect((await shippedConfig()).kubernetesVersions).toBeUndefined();
     expect(readServedPins(text)).toMatchObject({ kubernetesVersions: [version], components: { containerd: expect.any(String), etcd: "3.6.6", "cni-plugins": expect.any(String) } });
     expect(yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8"))).toMatchObject({ kube_version: version });
-    expect(await readFile(join(content.files.dir, KUBESPRAY_PINS), "utf8")).toBe(text);
-    const served = join(content.files.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", kubernetesVersion, "bin/linux/amd64");
+    expect(await readFile(join(content.files!.dir, KUBESPRAY_PINS), "utf8")).toBe(text);
+    const served = join(content.files!.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", kubernetesVersion, "bin/linux/amd64");
     for (const name of ["kubeadm", "kubelet", "kubectl"]) {
       expect((pins[`${name}_checksums`] as Record<string, Record<string, string>>).amd64![version]).toBe(`sha256:${await sha256(join(served, name))}`);
     }
@@ -214,8 +213,8 @@ describe("what kubespray downloads for the BPA's inventory", () => {
     const lines = new Set<string>();
     for (const file of await readdir(out)) for (const line of (await readFile(join(out, file), "utf8")).split("\n")) if (line.trim()) lines.add(line.trim());
 
-    const filesRoot = join(content.files.dir, "tree", FILES_ROOT, "kubespray");
-    const servedImages = new Set(content.selection.images.flatMap((i) => [`${i.repository}:${i.tag}`, ...i.tags.map((t) => `${i.repository}:${t}`)]));
+    const filesRoot = join(content.files!.dir, "tree", FILES_ROOT, "kubespray");
+    const servedImages = new Set(content.selection!.images.flatMap((i) => [`${i.repository}:${i.tag}`, ...i.tags.map((t) => `${i.repository}:${t}`)]));
     const missing: string[] = [];
     const checked: string[] = [];
     for (const line of [...lines].sort()) {
@@ -241,7 +240,7 @@ describe("what kubespray downloads for the BPA's inventory", () => {
     }
     console.log(`kubespray downloads for a master and a worker: ${checked.length} served and checked (${checked.join(", ")}); not served: ${missing.length}`);
     const etcdVersion = ((await loadLock(DEFAULT_LOCK)).artifacts.etcd as { version: string }).version;
-    expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `github.com/etcd-io/etcd/releases/download/${etcdVersion}/etcd-${etcdVersion}-linux-amd64.tar.gz`, `etcd:${content.selection.images.find((i) => i.repository === "etcd")!.tag}`]));
+    expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `github.com/etcd-io/etcd/releases/download/${etcdVersion}/etcd-${etcdVersion}-linux-amd64.tar.gz`, `etcd:${content.selection!.images.find((i) => i.repository === "etcd")!.tag}`]));
     expect(missing, "kubespray downloads these, and the appliance does not serve them").toEqual([]);
   });
 });
@@ -249,7 +248,7 @@ describe("what kubespray downloads for the BPA's inventory", () => {
 describe("the compute nodes' release archives on the file server", () => {
   it("have the upstream layout kubespray unpacks, and their programs report the pinned versions", async () => {
     const lock = await loadLock(DEFAULT_LOCK);
-    const repo = join(content.files.dir, "tree", FILES_ROOT, "kubespray");
+    const repo = join(content.files!.dir, "tree", FILES_ROOT, "kubespray");
     const extract = join(work, "archives");
     for (const archive of OFFLINE_ARCHIVES.filter((a) => a.members)) {
       const version = (lock.artifacts[archive.entry] as { version: string }).version.replace(/^v/, "");
@@ -289,7 +288,7 @@ describe("the workers' API-server proxy", () => {
     expect(rendered.exitCode, rendered.all.slice(-2000)).toBe(0);
     const cfg = await readFile(join(out, "haproxy-node2.cfg"), "utf8");
     expect(cfg).toMatch(/server node1 10\.10\.0\.11:6443 check/);
-    const haproxyRef = content.selection.images.find((i) => i.ref.startsWith("docker.io/library/haproxy:"))!.ref;
+    const haproxyRef = content.selection!.images.find((i) => i.ref.startsWith("docker.io/library/haproxy:"))!.ref;
     const pins = yaml.load(await shippedPins()) as Record<string, unknown>;
     expect(pins.haproxy_image_tag).toBe(haproxyRef.split(":")[1]);
     const haproxyRoot = join(work, "haproxy-root");

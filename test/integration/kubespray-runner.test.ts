@@ -24,9 +24,8 @@ import { execa, type ResultPromise } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { loadDefinition } from "../../builder/definition.js";
-import { buildContent } from "../../builder/images/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { stagesDir } from "../../builder/pipeline.js";
+import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { freePort, startRegistry, type RegistryServer } from "../../builder/registry/server.js";
 import { FILES_ROOT, KUBESPRAY_TREE } from "../../builder/stages/files.js";
 import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
@@ -94,15 +93,15 @@ beforeAll(async () => {
   // record: built as the recipes say, digests not checked against registry-seed/ (the BPA
   // image's pin moves with every bpa/ change until `icn-bootstrap lock-images` re-pins it;
   // the pins are the image tests' business). The pause image used below is compared with its pin.
-  const content = await buildContent({ definition: { ...definition, kubespray: { enabled: false, extraKubernetesVersions: [] } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true });
+  const content = await runStages({ definition: { ...definition, kubespray: { enabled: false, extraKubernetesVersions: [] } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true, sections: ["content"] });
   const { runStage } = await import("../../builder/stage.js");
   const { filesStage } = await import("../../builder/stages/files.js");
-  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection.images.map((i) => i.ref) }, stagesDir());
+  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection!.images.map((i) => i.ref) }, stagesDir());
   kubesprayTree = join(files.dir, KUBESPRAY_TREE);
   filesRoot = join(files.dir, "tree", FILES_ROOT);
   seededStorage = join(content.registry!.dir, "tree", REGISTRY_STORAGE);
   kubernetesVersion = ((await loadLock(lockPath)).artifacts.kubernetes as { version: string }).version;
-  pauseRef = content.selection.images.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!.ref;
+  pauseRef = content.selection!.images.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!.ref;
   kubeadmSha256 = (await readFile(join(filesRoot, `kubespray/dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm.sha256`), "utf8")).trim();
 
   // The test host: a network namespace joined to this one by a veth pair.

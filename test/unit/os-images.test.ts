@@ -5,7 +5,8 @@ import { BOOT_FILES_PATH } from "../../builder/stages/ramdisk.js";
 
 const REPO = join(import.meta.dirname, "..", "..");
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { buildOsImages, loadOsRecipe } from "../../builder/images/os.js";
+import { loadOsRecipe } from "../../builder/images/os.js";
+import { runStages } from "../../builder/pipeline.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 
 describe("OS images of the definition", () => {
@@ -37,12 +38,12 @@ describe("OS images of the definition", () => {
 
   it("refuses a container image recipe named as an OS image, naming it", async () => {
     const definition = { ...(await loadDefinition(DEFAULT_DEFINITION)), osImages: ["bpa"] };
-    await expect(buildOsImages({ definition, lock: await loadLock(DEFAULT_LOCK), stagesDir: "/nonexistent" })).rejects.toThrow(/osImages names 'bpa', but images\/bpa\/recipe.yaml is a container image recipe/);
+    await expect(runStages({ definition, lock: await loadLock(DEFAULT_LOCK), stagesDir: "/nonexistent", sections: ["os-images"] })).rejects.toThrow(/osImages names 'bpa', but images\/bpa\/recipe.yaml is a container image recipe/);
   });
 
   it("refuses to build an OS image whose set the lock does not pin, pointing at lock-images", async () => {
     const lock = await loadLock(DEFAULT_LOCK);
     const withoutSet = { ...lock, images: { ...lock.images!, debian: { ...lock.images!.debian, os: {} } } };
-    await expect(buildOsImages({ definition: await loadDefinition(DEFAULT_DEFINITION), lock: withoutSet, stagesDir: "/nonexistent" })).rejects.toThrow(/images\.debian\.os\.compute-node/);
+    await expect(runStages({ definition: await loadDefinition(DEFAULT_DEFINITION), lock: withoutSet, stagesDir: "/nonexistent", sections: ["os-images"] })).rejects.toThrow(/images\.debian\.os\.compute-node/);
   });
 });
