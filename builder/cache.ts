@@ -80,6 +80,7 @@ export class ContentStore {
 
 export function normalizeDigest(digest: string): string {
   const hex = digest.startsWith("sha256:") ? digest.slice(7) : digest;
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw new UserError(`not a sha256 digest: ${JSON.stringify(digest)}`, "use 64 lowercase hex digits, optionally prefixed with 'sha256:'");
+  if (!/^[0-9a-f]{64}$/.test(hex))
+    throw new UserError(`not a sha256 digest: ${JSON.stringify(digest)}`, "use 64 lowercase hex digits, optionally prefixed with 'sha256:'");
   return hex;
 }

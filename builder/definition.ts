@@ -30,7 +30,10 @@ export const ApplianceDefinition = z
       .strict(),
     console: z
       .object({
-        serial: z.string().regex(/^ttyS\d+,\d+$/, "a serial console such as 'ttyS0,115200'").default("ttyS0,115200"),
+        serial: z
+          .string()
+          .regex(/^ttyS\d+,\d+$/, "a serial console such as 'ttyS0,115200'")
+          .default("ttyS0,115200"),
       })
       .strict()
       .default({}),
@@ -60,7 +63,10 @@ export const ApplianceDefinition = z
         /** The single-node bootstrap cluster: kubeadm init at first boot, then the BPA. */
         enabled: z.boolean().default(true),
         /** Optional check: the version the lock file must pin (it is pinned once, there). */
-        version: z.string().regex(/^v\d+\.\d+\.\d+$/, "a Kubernetes version such as 'v1.37.1'").optional(),
+        version: z
+          .string()
+          .regex(/^v\d+\.\d+\.\d+$/, "a Kubernetes version such as 'v1.37.1'")
+          .optional(),
         /** The API server's address, on a dummy interface: stable whatever DHCP gives the LAN ports. */
         advertiseAddress: Ipv4.default("10.254.254.254"),
         podSubnet: Cidr.default("10.244.0.0/16"),
@@ -107,7 +113,12 @@ export const ApplianceDefinition = z
       .strict()
       .default({}),
     outputs: z
-      .object({ formats: z.array(z.enum(OUTPUT_FORMATS)).min(1).default([...OUTPUT_FORMATS]) })
+      .object({
+        formats: z
+          .array(z.enum(OUTPUT_FORMATS))
+          .min(1)
+          .default([...OUTPUT_FORMATS]),
+      })
       .strict()
       .default({}),
   })
@@ -153,7 +164,10 @@ export async function loadDefinition(path: string = DEFAULT_DEFINITION): Promise
   try {
     text = await readFile(path, "utf8");
   } catch (error) {
-    throw new UserError(`cannot read appliance definition ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`, "pass an existing file with --definition, or omit it to use the default appliance.yaml");
+    throw new UserError(
+      `cannot read appliance definition ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`,
+      "pass an existing file with --definition, or omit it to use the default appliance.yaml",
+    );
   }
   return parseDefinition(text, path);
 }

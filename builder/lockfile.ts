@@ -41,12 +41,16 @@ export function lockPathFor(definitionPath: string): string {
   return definitionPath.replace(/(\.ya?ml)?$/, ".lock.yaml");
 }
 
-const CONVERT = "run 'icn-bootstrap lock' once to convert it: it re-resolves every Debian package set and records each file (pool path, sha256, size), printing what moved";
+const CONVERT =
+  "run 'icn-bootstrap lock' once to convert it: it re-resolves every Debian package set and records each file (pool path, sha256, size), printing what moved";
 
 export async function loadLock(path: string): Promise<LockFile> {
   const raw = await readRaw(path);
   if (raw && typeof raw === "object" && (raw as { version?: unknown }).version === 1) {
-    throw new UserError(`${path} is in the old lock format (version 1: Debian packages pinned by version only, which breaks as soon as the archive's index moves on)`, CONVERT);
+    throw new UserError(
+      `${path} is in the old lock format (version 1: Debian packages pinned by version only, which breaks as soon as the archive's index moves on)`,
+      CONVERT,
+    );
   }
   const result = LockFile.safeParse(raw);
   if (!result.success) {
@@ -86,11 +90,19 @@ export async function loadPreviousLock(path: string): Promise<PreviousLock | und
   }
   // Version 1: versions only.
   const artifacts = Artifacts.default({}).safeParse(raw?.artifacts);
-  if (!artifacts.success) throw new UserError(`${path}: artifacts: ${artifacts.error.issues[0]?.message}`, "fix or remove the artifacts section, then run 'icn-bootstrap lock' again");
+  if (!artifacts.success)
+    throw new UserError(
+      `${path}: artifacts: ${artifacts.error.issues[0]?.message}`,
+      "fix or remove the artifacts section, then run 'icn-bootstrap lock' again",
+    );
   return {
     artifacts: artifacts.data,
     mirror: typeof raw?.debian?.mirror === "string" ? raw.debian.mirror : undefined,
-    versions: { rootfs: raw?.debian?.packages ?? {}, base: raw?.images?.debian?.base?.packages ?? {}, toolchain: raw?.images?.debian?.toolchain?.packages ?? {} },
+    versions: {
+      rootfs: raw?.debian?.packages ?? {},
+      base: raw?.images?.debian?.base?.packages ?? {},
+      toolchain: raw?.images?.debian?.toolchain?.packages ?? {},
+    },
   };
 }
 
@@ -117,7 +129,12 @@ export type DebianSetName = "rootfs" | "base" | "toolchain" | `os:${string}` | `
 export function debianSets(lock: LockFile): { name: DebianSetName; packages: Record<string, z.infer<typeof PinnedPackage>> }[] {
   return [
     { name: "rootfs", packages: lock.debian.packages },
-    ...(lock.images ? [{ name: "base" as const, packages: lock.images.debian.base.packages }, { name: "toolchain" as const, packages: lock.images.debian.toolchain.packages }] : []),
+    ...(lock.images
+      ? [
+          { name: "base" as const, packages: lock.images.debian.base.packages },
+          { name: "toolchain" as const, packages: lock.images.debian.toolchain.packages },
+        ]
+      : []),
     ...Object.entries(lock.images?.debian.os ?? {}).map(([name, set]) => ({ name: `os:${name}` as const, packages: set.packages })),
     ...Object.entries(lock.images?.debian.own ?? {}).map(([name, set]) => ({ name: `own:${name}` as const, packages: set.packages })),
   ];

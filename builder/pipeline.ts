@@ -82,7 +82,23 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
   return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
 }
 
-export const BUILD_TOOLS = ["apt-ftparchive", "skopeo", "docker-registry", "gzip", "mmdebstrap", "fakeroot", "mkfs.ext4", "debugfs", "e2fsck", "mkfs.vfat", "mmd", "mcopy", "sgdisk", "grub-mkimage", "systemctl"];
+export const BUILD_TOOLS = [
+  "apt-ftparchive",
+  "skopeo",
+  "docker-registry",
+  "gzip",
+  "mmdebstrap",
+  "fakeroot",
+  "mkfs.ext4",
+  "debugfs",
+  "e2fsck",
+  "mkfs.vfat",
+  "mmd",
+  "mcopy",
+  "sgdisk",
+  "grub-mkimage",
+  "systemctl",
+];
 
 /**
  * Stage outputs: `$ICN_BOOTSTRAP_STAGE_CACHE`, else `<cache>/stages`. Pointing only the
@@ -176,13 +192,19 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
       archives: !resolving,
       extraKubernetesVersions: kubespray ? definition.kubespray.extraKubernetesVersions : [],
     }));
-    const plan = (built.plan = await planImages(selection.images, { kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined, filesDir: files.dir, lockPath }));
+    const plan = (built.plan = await planImages(selection.images, {
+      kubesprayTree: kubespray ? resolve(files.dir, KUBESPRAY_TREE) : undefined,
+      filesDir: files.dir,
+      lockPath,
+    }));
     const sets = await contentDebianSets(definition, plan, lock, Boolean(resolving));
     const debian = debianSource(lock);
     // 4. The container images' Debian roots: the shared base, the C toolchain (static programs), each own root.
     if (plan.basePackages.length > 0) built.imageBase = await run(imageBaseStage, { debian, set: sets.base, resolve: resolving });
-    if (plan.programs.length > 0) built.imageCompile = await run(imageCompileStage, { debian, set: sets.toolchain, resolve: resolving, programs: plan.programs });
-    for (const root of plan.ownRoots) built.imageRoots[root.name] = await run(imageRootStage, { debian, set: sets.own[root.name]!, resolve: resolving, recipe: root.name });
+    if (plan.programs.length > 0)
+      built.imageCompile = await run(imageCompileStage, { debian, set: sets.toolchain, resolve: resolving, programs: plan.programs });
+    for (const root of plan.ownRoots)
+      built.imageRoots[root.name] = await run(imageRootStage, { debian, set: sets.own[root.name]!, resolve: resolving, recipe: root.name });
     if (!resolving) {
       // 5. Every listed container image, built from its recipe or pulled by digest, as one OCI layout.
       built.images = await run(imagesStage, { plan, base: built.imageBase, roots: built.imageRoots, compiled: built.imageCompile, record: request.record });
@@ -275,14 +297,22 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
   const { rootfs, image, disk, registry, files, plan, osImages } = built as Required<StagesBuilt>;
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
-  const seeded = JSON.parse(await readFile(join(registry.dir, SEEDED_JSON), "utf8")) as { images: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[] };
+  const seeded = JSON.parse(await readFile(join(registry.dir, SEEDED_JSON), "utf8")) as {
+    images: { ref: string; repository: string; tag: string; tags: string[]; digest: string; source: string }[];
+  };
   const containerImages = seeded.images.map(({ ref, digest, source }) => ({ ref, digest, source }));
   const sbom = await collectSbomInput({
     name: definition.name,
     epoch: sourceDateEpoch(lock.debian),
     lock,
     rootfsDir: rootfs.dir,
-    sets: ["rootfs", ...(built.imageBase ? (["base"] as const) : []), ...(built.imageCompile ? (["toolchain"] as const) : []), ...osImages.map((os) => `os:${os.name}` as const), ...Object.keys(built.imageRoots).map((name) => `own:${name}` as const)],
+    sets: [
+      "rootfs",
+      ...(built.imageBase ? (["base"] as const) : []),
+      ...(built.imageCompile ? (["toolchain"] as const) : []),
+      ...osImages.map((os) => `os:${os.name}` as const),
+      ...Object.keys(built.imageRoots).map((name) => `own:${name}` as const),
+    ],
     nodeBinaries: built.nodeBinaries,
     plan,
     seeded: seeded.images,
@@ -298,7 +328,10 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     contents,
     contentsDigest: sha256Text(contents),
     outsideSite: await digestOutsideSite(formatSource("usb", image), layout, layout.totalSectors * SECTOR),
-    registry: { storage: REGISTRY_STORAGE, images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })) },
+    registry: {
+      storage: REGISTRY_STORAGE,
+      images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })),
+    },
   };
   return { stages: built.ran, images, packages, debianFiles, containerImages, sbom, verification };
 }

@@ -36,12 +36,21 @@ export class Publisher {
     try {
       const digests = await Promise.allSettled(this.staged.map((s) => s.sha256));
       const failed = digests.find((d): d is PromiseRejectedResult => d.status === "rejected");
-      if (failed) throw explain(failed.reason, this.staged.map((s) => s.target));
+      if (failed)
+        throw explain(
+          failed.reason,
+          this.staged.map((s) => s.target),
+        );
       const published: PublishedImage[] = [];
       for (const [i, { temp, target }] of this.staged.entries()) {
         await rename(temp, target);
         const info = await stat(target);
-        published.push({ path: target, apparentBytes: info.size, allocatedBytes: info.blocks * 512, sha256: (digests[i] as PromiseFulfilledResult<string>).value });
+        published.push({
+          path: target,
+          apparentBytes: info.size,
+          allocatedBytes: info.blocks * 512,
+          sha256: (digests[i] as PromiseFulfilledResult<string>).value,
+        });
       }
       return published;
     } finally {
@@ -109,7 +118,10 @@ function isZero(block: Buffer): boolean {
 function explain(error: unknown, targets: string[]): unknown {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === "ENOSPC" || /No space left/i.test(String((error as Error).message))) {
-    return new UserError(`no space left to write ${targets.join(" and ")}`, "free space on the output disk or choose another directory with --out; nothing was written under the final names");
+    return new UserError(
+      `no space left to write ${targets.join(" and ")}`,
+      "free space on the output disk or choose another directory with --out; nothing was written under the final names",
+    );
   }
   return error;
 }

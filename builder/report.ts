@@ -50,14 +50,18 @@ export async function writeReport(outDir: string, name: string, result: BuildRes
 export function summary(result: BuildResult, paths: ReturnType<typeof reportPaths>, totalSeconds: number): string {
   const lines = ["", "stage         result    time      size"];
   for (const stage of result.stages) {
-    lines.push(`${stage.name.padEnd(13)} ${(stage.reused ? "reused" : "built").padEnd(9)} ${formatSeconds(stage.seconds * 1000).padEnd(9)} ${formatBytes(stage.bytes)}`);
+    lines.push(
+      `${stage.name.padEnd(13)} ${(stage.reused ? "reused" : "built").padEnd(9)} ${formatSeconds(stage.seconds * 1000).padEnd(9)} ${formatBytes(stage.bytes)}`,
+    );
   }
   lines.push("", `built in ${formatSeconds(totalSeconds * 1000)}:`);
   for (const image of Object.values(result.images)) {
     lines.push(`  ${image.path}`, `    size ${formatBytes(image.apparentBytes)} (allocated ${formatBytes(image.allocatedBytes)})  sha256 ${image.sha256}`);
   }
   const { sbom } = result;
-  lines.push(`  ${paths.sbom}  (CycloneDX 1.6 SBOM: ${sbom.debian.length} Debian packages, ${sbom.goBinaries.length} Go binaries, ${sbom.containerImages.length} container images with ${new Set(sbom.containerImages.flatMap((i) => i.npmPackages.map((p) => `${p.name}@${p.version}`))).size} bundled npm packages and ${new Set(sbom.containerImages.flatMap((i) => (i.pythonPackages ?? []).map((p) => `${p.name}@${p.version}`))).size} PyPI packages, ${sbom.files.length} served files)`);
+  lines.push(
+    `  ${paths.sbom}  (CycloneDX 1.6 SBOM: ${sbom.debian.length} Debian packages, ${sbom.goBinaries.length} Go binaries, ${sbom.containerImages.length} container images with ${new Set(sbom.containerImages.flatMap((i) => i.npmPackages.map((p) => `${p.name}@${p.version}`))).size} bundled npm packages and ${new Set(sbom.containerImages.flatMap((i) => (i.pythonPackages ?? []).map((p) => `${p.name}@${p.version}`))).size} PyPI packages, ${sbom.files.length} served files)`,
+  );
   lines.push(`  ${paths.report}  (stage sizes and times; what 'icn-bootstrap verify' checks)`);
   return lines.join("\n");
 }

@@ -9,8 +9,17 @@ import { UserError } from "./errors.js";
 import type { DebianLock } from "./lockfile.js";
 
 export function sourceDateEpoch(lock: Pick<DebianLock, "indexes" | "packages">): number {
-  const dates = [...Object.entries(lock.indexes ?? {}).map(([suite, date]) => ({ what: `debian.indexes.${suite}`, date })), ...Object.entries(lock.packages).filter(([, pin]) => pin.date).map(([name, pin]) => ({ what: `debian.packages.${name}.date`, date: pin.date! }))];
-  if (dates.length === 0) throw new UserError("the lock file records no Debian index date (debian.indexes), so the build has no SOURCE_DATE_EPOCH", "run 'icn-bootstrap lock' to re-pin; it records each suite's index date");
+  const dates = [
+    ...Object.entries(lock.indexes ?? {}).map(([suite, date]) => ({ what: `debian.indexes.${suite}`, date })),
+    ...Object.entries(lock.packages)
+      .filter(([, pin]) => pin.date)
+      .map(([name, pin]) => ({ what: `debian.packages.${name}.date`, date: pin.date! })),
+  ];
+  if (dates.length === 0)
+    throw new UserError(
+      "the lock file records no Debian index date (debian.indexes), so the build has no SOURCE_DATE_EPOCH",
+      "run 'icn-bootstrap lock' to re-pin; it records each suite's index date",
+    );
   let newest = 0;
   for (const { what, date } of dates) {
     const ms = Date.parse(date);

@@ -113,7 +113,11 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
 async function keepStageCacheUnderLimit(stageName: string, stagesDir: string): Promise<void> {
   const limit = stageCacheLimit();
   const freed = await pruneStageCache(stagesDir, limit, usedByThisBuild);
-  if (freed.length > 0) log(stageName, `stage cache over ${formatBytes(limit)}: removed ${freed.length} least recently used output(s), ${formatBytes(freed.reduce((sum, f) => sum + f.bytes, 0))}`);
+  if (freed.length > 0)
+    log(
+      stageName,
+      `stage cache over ${formatBytes(limit)}: removed ${freed.length} least recently used output(s), ${formatBytes(freed.reduce((sum, f) => sum + f.bytes, 0))}`,
+    );
 }
 
 function stageRun(name: string, out: string, logStream: WriteStream, logPath: string): StageRun {
@@ -129,9 +133,16 @@ function stageRun(name: string, out: string, logStream: WriteStream, logPath: st
       child.all?.on("data", (chunk: Buffer) => logStream.write(chunk));
       const result = await child;
       if (result.failed) {
-        const tail = String(result.all ?? "").trimEnd().split("\n").slice(-15).join("\n    ");
+        const tail = String(result.all ?? "")
+          .trimEnd()
+          .split("\n")
+          .slice(-15)
+          .join("\n    ");
         if (/No space left on device/.test(String(result.all))) {
-          throw new UserError(`stage ${name}: no space left on device while running '${file}'`, `free disk space where the cache lives (${out.replace(/\/[^/]+\/[^/]+$/, "")}) or point ICN_BOOTSTRAP_CACHE at a larger disk; log: ${logPath}`);
+          throw new UserError(
+            `stage ${name}: no space left on device while running '${file}'`,
+            `free disk space where the cache lives (${out.replace(/\/[^/]+\/[^/]+$/, "")}) or point ICN_BOOTSTRAP_CACHE at a larger disk; log: ${logPath}`,
+          );
         }
         const cause = result.exitCode === undefined ? (result.signal ?? "failed to start") : `exit code ${result.exitCode}`;
         throw new UserError(`stage ${name}: '${file}' failed (${cause}):\n    ${tail}`, `see the full log: ${logPath}`);

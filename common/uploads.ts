@@ -81,7 +81,8 @@ function nameProblem(kind: Kind, name: string): string | undefined {
     if (name.endsWith(".sha256")) return `name "${name}" ends like a checksum file: those are written by the server`;
     // A directory x.sha256/ would stand where a file x's checksum goes (publishing x would then fail half-way).
     const checksumDir = segments.slice(0, -1).find((s) => s.endsWith(".sha256"));
-    if (checksumDir) return `name "${name}": directory "${checksumDir}" is named like the checksum file of "${checksumDir.slice(0, -7)}", which the server writes: choose another directory name`;
+    if (checksumDir)
+      return `name "${name}": directory "${checksumDir}" is named like the checksum file of "${checksumDir.slice(0, -7)}", which the server writes: choose another directory name`;
     return undefined;
   }
   if (kind === "os-image") {

@@ -30,7 +30,9 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log("usage: npm run bench:appliance [-- --rest SECONDS] [--keep]\n\nBoots the lean and the default appliance under QEMU (KVM when it works, else TCG) and prints\nboot, first-Job and CPU-at-rest figures side by side. --keep leaves the work directory.");
+  console.log(
+    "usage: npm run bench:appliance [-- --rest SECONDS] [--keep]\n\nBoots the lean and the default appliance under QEMU (KVM when it works, else TCG) and prints\nboot, first-Job and CPU-at-rest figures side by side. --keep leaves the work directory.",
+  );
   process.exit(0);
 }
 const REST_S = Number(args.rest);
@@ -53,7 +55,10 @@ async function build(name: string, patch: (d: Record<string, any>) => void): Pro
   });
   const out = join(work, name);
   log(`building the ${name} appliance…`);
-  const result = await execa(join(repo, "icn-bootstrap"), ["build", "--definition", definition, "--format", "qcow2", "--out", out], { reject: false, all: true });
+  const result = await execa(join(repo, "icn-bootstrap"), ["build", "--definition", definition, "--format", "qcow2", "--out", out], {
+    reject: false,
+    all: true,
+  });
   if (result.exitCode !== 0) throw new Error(`build of the ${name} appliance failed:\n${result.all}`);
   return join(out, "icn-bootstrap.qcow2");
 }
@@ -68,14 +73,43 @@ interface Booted {
 async function boot(image: string, disk: string): Promise<Booted> {
   const sshPort = await freePort();
   const lines: string[] = [];
-  const vm = await bootImage({ image, disk, firmware: "bios", timeoutSeconds: 3600, memoryMiB: 4096, keepRunning: true, tcgMultiThread: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`], onLine: (l) => lines.push(l) });
+  const vm = await bootImage({
+    image,
+    disk,
+    firmware: "bios",
+    timeoutSeconds: 3600,
+    memoryMiB: 4096,
+    keepRunning: true,
+    tcgMultiThread: true,
+    hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`],
+    onLine: (l) => lines.push(l),
+  });
   if (!vm.ready) throw new Error(`no ready marker: ${vm.failure ?? vm.lastLines.join("\n")}`);
   const steps = lines.flatMap((l): [string, number][] => {
     const m = /ICN-BOOTSTRAP-STEP (\S+) after (\d+)s/.exec(l);
     return m ? [[m[1]!, Number(m[2])]] : [];
   });
   const ssh = async (command: string) =>
-    String((await execa("ssh", ["-i", key, "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command])).stdout);
+    String(
+      (
+        await execa("ssh", [
+          "-i",
+          key,
+          "-p",
+          String(sshPort),
+          "-o",
+          "StrictHostKeyChecking=no",
+          "-o",
+          "UserKnownHostsFile=/dev/null",
+          "-o",
+          "LogLevel=ERROR",
+          "-o",
+          "ConnectTimeout=20",
+          "root@127.0.0.1",
+          command,
+        ])
+      ).stdout,
+    );
   return { vm, steps, ssh };
 }
 
@@ -149,9 +183,13 @@ function parseSize(text: string): number {
 
 /** Seconds from creating a Job with the kubespray runner image to its pod Running. */
 async function firstRunner(booted: Booted): Promise<number> {
-  const image = (await booted.ssh("kubectl -n bpa-system get configmap bpa-config -o yaml 2>/dev/null | sed -n 's/.*runnerImage: *//p' | head -n1")).trim() || "bootstrap.icn:5000/icn/kubespray-runner:latest";
+  const image =
+    (await booted.ssh("kubectl -n bpa-system get configmap bpa-config -o yaml 2>/dev/null | sed -n 's/.*runnerImage: *//p' | head -n1")).trim() ||
+    "bootstrap.icn:5000/icn/kubespray-runner:latest";
   const started = Date.now();
-  await booted.ssh(`export KUBECONFIG=/etc/kubernetes/admin.conf; kubectl create job bench-runner --image=${image} -- sleep 600 >/dev/null && kubectl wait --for=jsonpath='{.status.ready}'=1 job/bench-runner --timeout=3600s >/dev/null`);
+  await booted.ssh(
+    `export KUBECONFIG=/etc/kubernetes/admin.conf; kubectl create job bench-runner --image=${image} -- sleep 600 >/dev/null && kubectl wait --for=jsonpath='{.status.ready}'=1 job/bench-runner --timeout=3600s >/dev/null`,
+  );
   const seconds = (Date.now() - started) / 1000;
   await booted.ssh("KUBECONFIG=/etc/kubernetes/admin.conf kubectl delete job bench-runner --wait=false >/dev/null");
   return seconds;
@@ -196,9 +234,19 @@ try {
   await powerOff(fullSecond);
 
   const rows: [string, string, string, string][] = [
-    [`first boot to the ready marker (${full.vm.accel})`, `${full.vm.seconds.toFixed(0)} s`, `${lean.vm.seconds.toFixed(0)} s`, ratio(full.vm.seconds, lean.vm.seconds)],
+    [
+      `first boot to the ready marker (${full.vm.accel})`,
+      `${full.vm.seconds.toFixed(0)} s`,
+      `${lean.vm.seconds.toFixed(0)} s`,
+      ratio(full.vm.seconds, lean.vm.seconds),
+    ],
     ...full.steps.map(([step, s]): [string, string, string, string] => [`  step ${step}`, `${s} s`, "", ""]),
-    ["second boot to the ready marker", `${fullSecond.vm.seconds.toFixed(0)} s`, `${leanSecond.vm.seconds.toFixed(0)} s`, ratio(fullSecond.vm.seconds, leanSecond.vm.seconds)],
+    [
+      "second boot to the ready marker",
+      `${fullSecond.vm.seconds.toFixed(0)} s`,
+      `${leanSecond.vm.seconds.toFixed(0)} s`,
+      ratio(fullSecond.vm.seconds, leanSecond.vm.seconds),
+    ],
     ...fullSecond.steps.map(([step, s]): [string, string, string, string] => [`  step ${step}`, `${s} s`, "", ""]),
     ["first runner pod Running after its Job", `${runner.toFixed(0)} s`, "", ""],
     ["bytes decompressed by containerd at first boot", mib(decompressed), "0 MiB", ""],

@@ -36,7 +36,6 @@ const { values } = parseArgs({
   },
 });
 
-
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 
@@ -44,7 +43,14 @@ const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Ma
 function inventory(count: number, seed: number): BareMetalHost[] {
   const rand = prng(seed);
   const shapes = [
-    [8, 16384], [16, 32768], [16, 65536], [32, 65536], [32, 131072], [48, 196608], [64, 262144], [96, 524288],
+    [8, 16384],
+    [16, 32768],
+    [16, 65536],
+    [32, 65536],
+    [32, 131072],
+    [48, 196608],
+    [64, 262144],
+    [96, 524288],
   ] as const;
   const hosts: BareMetalHost[] = [];
   for (let i = 0; i < count; i++) {
@@ -135,7 +141,10 @@ async function benchCreateToJob(runs: number) {
       const host = bmh({ name: `h${i}`, cpu: 16, ram: 16384, namespace });
       const { status, ...rest } = host;
       await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, body: rest });
-      await c.custom.patchNamespacedCustomObjectStatus({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: `h${i}`, body: { status } }, mergePatch);
+      await c.custom.patchNamespacedCustomObjectStatus(
+        { group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: `h${i}`, body: { status } },
+        mergePatch,
+      );
     }
     const config = parseConfig(
       {
@@ -184,13 +193,19 @@ const large = benchAssignment(5000, 100, runs);
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 console.log("role assignment (min-cost matching, 100 roles)");
 console.log("  (read host facts from BareMetalHost objects + min-cost matching; matching alone in brackets)");
-console.log(`  500 hosts:   median ${fmt(small.medianMs)} [${fmt(small.matchingMedianMs)}]  max ${fmt(small.maxMs)}  (${runs} runs, assigned: ${small.assigned})`);
-console.log(`  5000 hosts:  median ${fmt(large.medianMs)} [${fmt(large.matchingMedianMs)}]  max ${fmt(large.maxMs)}  (${runs} runs, assigned: ${large.assigned})  target < 200 ms: ${large.medianMs < 200 ? "met" : "MISSED"}`);
+console.log(
+  `  500 hosts:   median ${fmt(small.medianMs)} [${fmt(small.matchingMedianMs)}]  max ${fmt(small.maxMs)}  (${runs} runs, assigned: ${small.assigned})`,
+);
+console.log(
+  `  5000 hosts:  median ${fmt(large.medianMs)} [${fmt(large.matchingMedianMs)}]  max ${fmt(large.maxMs)}  (${runs} runs, assigned: ${large.assigned})  target < 200 ms: ${large.medianMs < 200 ? "met" : "MISSED"}`,
+);
 let api: Awaited<ReturnType<typeof benchCreateToJob>> | undefined;
 if (!values["skip-api"]) {
   api = await benchCreateToJob(Number(values["api-runs"]));
   console.log("create Provisioning -> install Job exists (real kube-apiserver, in-process operator)");
-  console.log(`  median ${fmt(api.medianMs)}  p95 ${fmt(api.p95Ms)}  max ${fmt(api.maxMs)}  first ${fmt(api.firstMs)}  (${api.runs} runs)  target < 2 s: ${api.maxMs < 2000 ? "met" : "MISSED"}`);
+  console.log(
+    `  median ${fmt(api.medianMs)}  p95 ${fmt(api.p95Ms)}  max ${fmt(api.maxMs)}  first ${fmt(api.firstMs)}  (${api.runs} runs)  target < 2 s: ${api.maxMs < 2000 ? "met" : "MISSED"}`,
+  );
 }
 if (values.json) await writeFile(values.json, `${JSON.stringify({ assignment: { small, large }, createToJob: api }, null, 2)}\n`);
 process.exit(0);

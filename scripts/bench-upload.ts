@@ -88,16 +88,44 @@ try {
   const ns = "bpa-system";
   await c.core.createNamespace({ body: { metadata: { name: ns } } });
   await c.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: "bench" } } });
-  await c.rbac.createClusterRole({ body: { metadata: { name: "bpa-api-uploader" }, rules: [{ apiGroups: ["bpa.akraino.org"], resources: ["uploads"], verbs: ["create", "get", "list"] }] } });
-  await c.rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: "bench" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name: "bench", namespace: ns }] } });
-  const token = (await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: "bench", body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 7200 } } })).status!.token;
+  await c.rbac.createClusterRole({
+    body: { metadata: { name: "bpa-api-uploader" }, rules: [{ apiGroups: ["bpa.akraino.org"], resources: ["uploads"], verbs: ["create", "get", "list"] }] },
+  });
+  await c.rbac.createNamespacedRoleBinding({
+    namespace: ns,
+    body: {
+      metadata: { name: "bench" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" },
+      subjects: [{ kind: "ServiceAccount", name: "bench", namespace: ns }],
+    },
+  });
+  const token = (
+    await c.core.createNamespacedServiceAccountToken({ namespace: ns, name: "bench", body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 7200 } } })
+  ).status!.token;
   await execa("npm", ["run", "--silent", "build:bpa"], { cwd: root });
   const apiPort = await freePort();
-  const api = spawn(process.execPath, ["out/bpa/bpa.mjs", "api", "--kubeconfig", kube.kubeconfigPath, "--port", String(apiPort), "--tls-cert", tls.certFile, "--tls-key", tls.keyFile, "--state-dir", join(work, "state")], {
-    cwd: root,
-    env: { ...process.env, POD_NAMESPACE: ns, BPA_API_RESERVE_BYTES: "0", BPA_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "inherit", "inherit"],
-  });
+  const api = spawn(
+    process.execPath,
+    [
+      "out/bpa/bpa.mjs",
+      "api",
+      "--kubeconfig",
+      kube.kubeconfigPath,
+      "--port",
+      String(apiPort),
+      "--tls-cert",
+      tls.certFile,
+      "--tls-key",
+      tls.keyFile,
+      "--state-dir",
+      join(work, "state"),
+    ],
+    {
+      cwd: root,
+      env: { ...process.env, POD_NAMESPACE: ns, BPA_API_RESERVE_BYTES: "0", BPA_LOG_LEVEL: "warn" },
+      stdio: ["ignore", "inherit", "inherit"],
+    },
+  );
   children.push(api);
   const base = `https://127.0.0.1:${apiPort}`;
   for (let i = 0; ; i++) {
@@ -109,7 +137,23 @@ try {
   const apiIdle = await peakMiB(api.pid!);
   const upload = await timed(
     process.execPath,
-    ["--import", "tsx", "builder/cli.ts", "upload", file, "--kind", "file", "--name", "bench/payload.bin", "--server", base, "--cacert", join(work, "ca.crt"), "--sha256", sha256],
+    [
+      "--import",
+      "tsx",
+      "builder/cli.ts",
+      "upload",
+      file,
+      "--kind",
+      "file",
+      "--name",
+      "bench/payload.bin",
+      "--server",
+      base,
+      "--cacert",
+      join(work, "ca.crt"),
+      "--sha256",
+      sha256,
+    ],
     { ...process.env, ICN_BPA_TOKEN: token, XDG_STATE_HOME: join(work, "xdg") },
   );
   const apiPeak = await peakMiB(api.pid!);
@@ -121,17 +165,32 @@ try {
   const rows = [
     ["cp (local copy)", cp.seconds, cp.peakMiB, "1.00", ""],
     ["curl -T, HTTPS, to a plain sink", curl.seconds, curl.peakMiB, (curl.seconds / cp.seconds).toFixed(2), "1.00"],
-    ["icn-bootstrap upload -> bpa api (tus, TLS, + server sha256 check)", upload.seconds, upload.peakMiB, (upload.seconds / cp.seconds).toFixed(2), (upload.seconds / curl.seconds).toFixed(2)],
+    [
+      "icn-bootstrap upload -> bpa api (tus, TLS, + server sha256 check)",
+      upload.seconds,
+      upload.peakMiB,
+      (upload.seconds / cp.seconds).toFixed(2),
+      (upload.seconds / curl.seconds).toFixed(2),
+    ],
   ] as const;
-  console.log(`\nupload benchmark: ${sizeMiB} MiB, ${new Date().toISOString()}, ${(await execa("nproc")).stdout} cores, load ${(await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ")}`);
+  console.log(
+    `\nupload benchmark: ${sizeMiB} MiB, ${new Date().toISOString()}, ${(await execa("nproc")).stdout} cores, load ${(await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ")}`,
+  );
   console.log(`${"".padEnd(68)} ${"seconds".padStart(8)} ${"MiB/s".padStart(6)} ${"peak RSS MiB".padStart(13)} ${"x cp".padStart(6)} ${"x curl".padStart(7)}`);
   for (const [name, s, peak, xcp, xcurl] of rows) {
-    console.log(`${name.padEnd(68)} ${s.toFixed(1).padStart(8)} ${rate(s).padStart(6)} ${peak.toFixed(0).padStart(13)} ${xcp.padStart(6)} ${xcurl.padStart(7)}`);
+    console.log(
+      `${name.padEnd(68)} ${s.toFixed(1).padStart(8)} ${rate(s).padStart(6)} ${peak.toFixed(0).padStart(13)} ${xcp.padStart(6)} ${xcurl.padStart(7)}`,
+    );
   }
   console.log(`sha256sum of the file alone (what the server's verification pass costs): ${hashSeconds.toFixed(1)} s`);
-  console.log(`bpa api process: peak RSS ${apiIdle.toFixed(0)} MiB at rest, ${apiPeak.toFixed(0)} MiB after receiving, verifying and publishing ${sizeMiB} MiB`);
+  console.log(
+    `bpa api process: peak RSS ${apiIdle.toFixed(0)} MiB at rest, ${apiPeak.toFixed(0)} MiB after receiving, verifying and publishing ${sizeMiB} MiB`,
+  );
   if (values.json) {
-    await writeFile(values.json, `${JSON.stringify({ sizeMiB, cp, curl: { seconds: curl.seconds, peakMiB: curl.peakMiB }, upload: { seconds: upload.seconds, peakMiB: upload.peakMiB }, hashSeconds, apiIdleMiB: apiIdle, apiPeakMiB: apiPeak }, null, 2)}\n`);
+    await writeFile(
+      values.json,
+      `${JSON.stringify({ sizeMiB, cp, curl: { seconds: curl.seconds, peakMiB: curl.peakMiB }, upload: { seconds: upload.seconds, peakMiB: upload.peakMiB }, hashSeconds, apiIdleMiB: apiIdle, apiPeakMiB: apiPeak }, null, 2)}\n`,
+    );
   }
 } finally {
   for (const child of children) child.kill("SIGTERM");

@@ -56,11 +56,24 @@ const rows: [string, string][] = [
   ["USB raw image", `${formatBytes(img.size)} apparent, ${formatBytes(img.blocks * 512)} allocated`],
   ["qcow2 image", `${formatBytes(qcow2.blocks * 512)} on disk (${formatBytes(qcow2.size)} file)`],
   [`appliance qcow2 boot to ready (bios, ${appliance.accel})`, appliance.ready ? `${appliance.seconds.toFixed(1)} s` : `FAILED: ${appliance.failure}`],
-  [`appliance USB boot to ready (uefi, ${applianceUsb.accel})`, applianceUsb.ready ? `${applianceUsb.seconds.toFixed(1)} s` : `FAILED: ${applianceUsb.failure}`],
-  [`plain Debian boot to login (uefi, USB, ${plain.accel})`, plain.ready ? `${plain.seconds.toFixed(1)} s  (appliance USB/plain = ${(applianceUsb.seconds / plain.seconds).toFixed(2)}x)` : `FAILED: ${plain.failure}`],
+  [
+    `appliance USB boot to ready (uefi, ${applianceUsb.accel})`,
+    applianceUsb.ready ? `${applianceUsb.seconds.toFixed(1)} s` : `FAILED: ${applianceUsb.failure}`,
+  ],
+  [
+    `plain Debian boot to login (uefi, USB, ${plain.accel})`,
+    plain.ready ? `${plain.seconds.toFixed(1)} s  (appliance USB/plain = ${(applianceUsb.seconds / plain.seconds).toFixed(2)}x)` : `FAILED: ${plain.failure}`,
+  ],
 ];
 const width = Math.max(...rows.map(([k]) => k.length));
 console.log(rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join("\n"));
 await mkdir(join(repo, "bench-results"), { recursive: true });
-await writeFile(join(repo, "bench-results", `build-${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify({ cold, rebuild, noChange, imgBytes: img.size, imgAllocated: img.blocks * 512, qcow2Bytes: qcow2.blocks * 512, appliance, applianceUsb, plain }, null, 2));
+await writeFile(
+  join(repo, "bench-results", `build-${new Date().toISOString().replace(/[:.]/g, "-")}.json`),
+  JSON.stringify(
+    { cold, rebuild, noChange, imgBytes: img.size, imgAllocated: img.blocks * 512, qcow2Bytes: qcow2.blocks * 512, appliance, applianceUsb, plain },
+    null,
+    2,
+  ),
+);
 await rm(work, { recursive: true, force: true });

@@ -25,10 +25,7 @@ const result = await build({
   logLevel: "warning",
   // Some dependencies are CommonJS and call require(); give the ESM bundle one.
   banner: {
-    js: [
-      "import { createRequire as __bpaCreateRequire } from 'node:module';",
-      "const require = __bpaCreateRequire(import.meta.url);",
-    ].join("\n"),
+    js: ["import { createRequire as __bpaCreateRequire } from 'node:module';", "const require = __bpaCreateRequire(import.meta.url);"].join("\n"),
   },
 });
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);

@@ -26,8 +26,7 @@ const DECIMAL: Record<string, number> = {
 };
 
 /** The quantity grammar of apimachinery, anchored. */
-export const QUANTITY_PATTERN =
-  /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]|(?:[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)))?$/;
+export const QUANTITY_PATTERN = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]|(?:[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)))?$/;
 
 export class QuantityError extends Error {}
 
@@ -46,9 +45,7 @@ export function parseQuantityBytes(value: string | number): number {
     const text = value.trim();
     const match = QUANTITY_PATTERN.exec(text);
     if (!match) {
-      throw new QuantityError(
-        `"${value}" is not a Kubernetes quantity (examples: 4Gi, 512Mi, 8G, 1.5Gi, 4294967296)`,
-      );
+      throw new QuantityError(`"${value}" is not a Kubernetes quantity (examples: 4Gi, 512Mi, 8G, 1.5Gi, 4294967296)`);
     }
     const number = Number(match[1]);
     const suffix = match[2] ?? "";

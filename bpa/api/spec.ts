@@ -74,20 +74,12 @@ function describe(value: unknown): string {
   return `${typeof value} ${JSON.stringify(value)}`;
 }
 
-function requirement(
-  entry: Record<string, unknown>,
-  role: Role,
-  index: number,
-  path: string,
-  errors: string[],
-): RoleRequirement | undefined {
+function requirement(entry: Record<string, unknown>, role: Role, index: number, path: string, errors: string[]): RoleRequirement | undefined {
   const allowed = role === "master" ? MASTER_KEYS : WORKER_KEYS;
   const before = errors.length;
   for (const key of Object.keys(entry)) {
     if (!allowed.has(key)) {
-      errors.push(
-        `${path}.${key}: unknown field (a ${role} accepts ${[...allowed].join(", ")})`,
-      );
+      errors.push(`${path}.${key}: unknown field (a ${role} accepts ${[...allowed].join(", ")})`);
     }
   }
   let cpu = 0;

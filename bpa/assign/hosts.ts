@@ -35,9 +35,7 @@ export interface HostFacts {
  * dual-stack NIC twice, once per address).
  */
 export function inventoryAddress(bmh: BareMetalHost, preferMac?: string): { ip: string; mac: string } | undefined {
-  const nics = (bmh.status?.hardware?.nics ?? []).filter((n): n is BmhNic & { ip: string; mac: string } =>
-    Boolean(n.ip && n.mac),
-  );
+  const nics = (bmh.status?.hardware?.nics ?? []).filter((n): n is BmhNic & { ip: string; mac: string } => Boolean(n.ip && n.mac));
   const boot = bmh.spec?.bootMACAddress?.toLowerCase();
   const tiers: ((n: BmhNic) => boolean)[] = [
     ...(preferMac ? [(n: BmhNic) => n.mac?.toLowerCase() === preferMac] : []),
@@ -100,5 +98,14 @@ export function hostSize(h: Pick<HostFacts, "cpu" | "ramMebibytes">): number {
 /** A placement as status records it; a role pinned to a MAC uses that NIC's address when it has one. */
 export function toAssignedHost(role: RoleRequirement, host: HostFacts, bmh: BareMetalHost): AssignedHost {
   const address = inventoryAddress(bmh, role.mac) ?? host.address!;
-  return { name: host.name, namespace: host.namespace, role: role.role, index: role.index, mac: address.mac, ip: address.ip, cpu: host.cpu, ramMebibytes: host.ramMebibytes };
+  return {
+    name: host.name,
+    namespace: host.namespace,
+    role: role.role,
+    index: role.index,
+    mac: address.mac,
+    ip: address.ip,
+    cpu: host.cpu,
+    ramMebibytes: host.ramMebibytes,
+  };
 }

@@ -37,9 +37,7 @@ export interface Unmet {
   message: string;
 }
 
-export type PlanResult =
-  | { ok: true; placements: Placement[]; cost: number }
-  | { ok: false; unmet: Unmet[]; message: string; placements: Placement[] };
+export type PlanResult = { ok: true; placements: Placement[]; cost: number } | { ok: false; unmet: Unmet[]; message: string; placements: Placement[] };
 
 export function fits(role: RoleRequirement, host: HostFacts): boolean {
   return (
@@ -85,9 +83,7 @@ export function planAssignment(input: PlanInput): PlanResult {
   const used = new Set<HostFacts>(perRole.flat());
   const columnHosts = candidates.filter((h) => used.has(h));
   columnHosts.forEach((h, i) => columnOf.set(h.key, i));
-  const adjacency: Edge[][] = perRole.map((list) =>
-    list.map((h) => ({ col: columnOf.get(h.key)!, cost: cost.get(h.key)! })),
-  );
+  const adjacency: Edge[][] = perRole.map((list) => list.map((h) => ({ col: columnOf.get(h.key)!, cost: cost.get(h.key)! })));
 
   const result = minCostMatching(adjacency, columnHosts.length);
   const placements: Placement[] = [];
@@ -97,9 +93,7 @@ export function planAssignment(input: PlanInput): PlanResult {
   });
   if (result.unmatchedRows.length === 0) return { ok: true, placements, cost: result.totalCost };
 
-  const unmet = result.unmatchedRows.map((r) =>
-    explain(r, roles, perRole, adjacency, result.colToRow, columnHosts, input.hosts, claimedBy),
-  );
+  const unmet = result.unmatchedRows.map((r) => explain(r, roles, perRole, adjacency, result.colToRow, columnHosts, input.hosts, claimedBy));
   return { ok: false, unmet, placements, message: unmet.map((u) => u.message).join("; ") };
 }
 
@@ -160,9 +154,7 @@ function explain(
   if (perRole[row]!.length === 0) {
     const pool = allHosts.filter((h) => !h.unusable && !claimedBy.has(h.key));
     const near = closest(role, pool);
-    const nearNote = near.length
-      ? `closest: ${near.map((h) => describeHost(h, role)).join(", ")}`
-      : "there are no unclaimed provisioned hosts";
+    const nearNote = near.length ? `closest: ${near.map((h) => describeHost(h, role)).join(", ")}` : "there are no unclaimed provisioned hosts";
     return {
       role,
       message: `${label} needs ${needs}: no unclaimed provisioned host has it; ${nearNote}${blockedNote}${uninspectedNote}`,

@@ -29,8 +29,14 @@ const HttpUrl = z
   .url("an http(s) URL such as http://192.168.0.1:8080/kubespray")
   .refine((u) => /^https?:\/\//.test(u), "an http(s) URL")
   .transform((u) => u.replace(/\/+$/, ""));
-const Namespace = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "a namespace name").max(63);
-const DnsName = z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, "a Kubernetes object name").max(253);
+const Namespace = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "a namespace name")
+  .max(63);
+const DnsName = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, "a Kubernetes object name")
+  .max(253);
 
 const Mirror = z
   .object({
@@ -53,7 +59,10 @@ const NodePath = z
 const Quantity = z.string().regex(QUANTITY_PATTERN, "a Kubernetes quantity such as 500m, 1 or 256Mi");
 const ResourceList = z.object({ cpu: Quantity.optional(), memory: Quantity.optional() }).strict();
 /** A ConfigMap data key. */
-const ConfigMapKey = z.string().regex(/^[-._a-zA-Z0-9]+$/, "a ConfigMap key such as ca.crt").max(253);
+const ConfigMapKey = z
+  .string()
+  .regex(/^[-._a-zA-Z0-9]+$/, "a ConfigMap key such as ca.crt")
+  .max(253);
 
 const MirrorEntry = z.object({ prefix: z.string().min(1), mirrors: z.array(Mirror).min(1) }).strict();
 
@@ -118,13 +127,22 @@ export const ConfigSchema = z
      * Invalid with this list, one naming none gets the newest. Unset (the appliance's
      * setting): the versions the kubespray pins serve.
      */
-    kubernetesVersions: z.array(z.string().regex(/^\d+\.\d+\.\d+$/, "a Kubernetes version such as 1.35.4")).min(1).optional(),
+    kubernetesVersions: z
+      .array(z.string().regex(/^\d+\.\d+\.\d+$/, "a Kubernetes version such as 1.35.4"))
+      .min(1)
+      .optional(),
     /** Extra kubespray variables, written as they are into the group_vars file. */
     extraVars: z.record(z.unknown()).default({}),
     /** The user kubespray logs in as on the compute nodes. */
-    sshUser: z.string().regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name").default("root"),
+    sshUser: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_-]*$/, "a Unix user name")
+      .default("root"),
     /** The kubespray playbook the runner runs. */
-    playbook: z.string().regex(/^[\w./-]+\.ya?ml$/, "a playbook file name such as cluster.yml").default("cluster.yml"),
+    playbook: z
+      .string()
+      .regex(/^[\w./-]+\.ya?ml$/, "a playbook file name such as cluster.yml")
+      .default("cluster.yml"),
     /** Namespace of the operator itself (leader-election Lease). */
     namespace: Namespace.default("bpa-system"),
     /** Only watch this namespace; empty means all namespaces. */
@@ -136,7 +154,11 @@ export const ConfigSchema = z
     job: z
       .object({
         backoffLimit: z.number().int().min(0).max(10).default(0),
-        activeDeadlineSeconds: z.number().int().min(60).default(4 * 3600),
+        activeDeadlineSeconds: z
+          .number()
+          .int()
+          .min(60)
+          .default(4 * 3600),
         /** Finished install Jobs kept per Provisioning (older ones are deleted). */
         historyLimit: z.number().int().min(1).max(20).default(3),
         /**
@@ -245,7 +267,10 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
     try {
       text = readFileSync(options.file, "utf8");
     } catch (error) {
-      throw new UserError(`cannot read the BPA configuration ${options.file}: ${(error as Error).message}`, "pass --config with a readable YAML file, or set BPA_* environment variables");
+      throw new UserError(
+        `cannot read the BPA configuration ${options.file}: ${(error as Error).message}`,
+        "pass --config with a readable YAML file, or set BPA_* environment variables",
+      );
     }
     try {
       raw = (yaml.load(text, { filename: options.file }) as Record<string, unknown>) ?? {};

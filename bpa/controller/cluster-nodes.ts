@@ -78,7 +78,8 @@ export async function observeNodes(
   if (!force && lastTry && now.getTime() - new Date(lastTry).getTime() < NODES_REFRESH_MS) return {};
   const secret = names(p).kubeconfig;
   const kubeconfig = await readKubeconfigSecret(c, p.metadata.namespace!, secret);
-  if (!kubeconfig) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "NoKubeconfig", message: `Secret ${secret} holds no kubeconfig` } };
+  if (!kubeconfig)
+    return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "NoKubeconfig", message: `Secret ${secret} holds no kubeconfig` } };
   const result = await readClusterNodes(Buffer.from(kubeconfig, "base64").toString());
   if (!result.ok) return { condition: { type: CONDITION.nodesObserved, status: "False", reason: "Unreachable", message: result.message } };
   return {

@@ -67,14 +67,15 @@ export class Controller {
   ) {
     this.queue = new WorkQueue({ baseDelayMs: options.baseBackoffMs ?? 500, maxDelayMs: options.maxBackoffMs ?? 5 * 60_000 });
     const ns = config.watchNamespace || undefined;
-    const nsPath = (prefix: string, plural: string, namespace = ns) =>
-      namespace ? `${prefix}/namespaces/${namespace}/${plural}` : `${prefix}/${plural}`;
+    const nsPath = (prefix: string, plural: string, namespace = ns) => (namespace ? `${prefix}/namespaces/${namespace}/${plural}` : `${prefix}/${plural}`);
     const owned = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 
-    const customList = <T>(group: string, version: string, plural: string, namespace: string | undefined) => async () =>
-      (namespace
-        ? await c.custom.listNamespacedCustomObject({ group, version, namespace, plural })
-        : await c.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<T & { apiVersion: string; kind: string }>;
+    const customList =
+      <T>(group: string, version: string, plural: string, namespace: string | undefined) =>
+      async () =>
+        (namespace
+          ? await c.custom.listNamespacedCustomObject({ group, version, namespace, plural })
+          : await c.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<T & { apiVersion: string; kind: string }>;
 
     this.provisionings = new ResilientInformer({
       kc: c.kc,
@@ -107,9 +108,7 @@ export class Controller {
       path: nsPath("/apis/batch/v1", "jobs"),
       labelSelector: jobSelector,
       list: () =>
-        ns
-          ? c.batch.listNamespacedJob({ namespace: ns, labelSelector: jobSelector })
-          : c.batch.listJobForAllNamespaces({ labelSelector: jobSelector }),
+        ns ? c.batch.listNamespacedJob({ namespace: ns, labelSelector: jobSelector }) : c.batch.listJobForAllNamespaces({ labelSelector: jobSelector }),
     });
     this.deployments = new ResilientInformer<V1Deployment>({
       kc: c.kc,
@@ -118,9 +117,7 @@ export class Controller {
       path: nsPath("/apis/apps/v1", "deployments"),
       labelSelector: owned,
       list: () =>
-        ns
-          ? c.apps.listNamespacedDeployment({ namespace: ns, labelSelector: owned })
-          : c.apps.listDeploymentForAllNamespaces({ labelSelector: owned }),
+        ns ? c.apps.listNamespacedDeployment({ namespace: ns, labelSelector: owned }) : c.apps.listDeploymentForAllNamespaces({ labelSelector: owned }),
     });
     this.pods = new ResilientInformer<V1Pod>({
       kc: c.kc,
@@ -128,10 +125,7 @@ export class Controller {
       log,
       path: nsPath("/api/v1", "pods"),
       labelSelector: owned,
-      list: () =>
-        ns
-          ? c.core.listNamespacedPod({ namespace: ns, labelSelector: owned })
-          : c.core.listPodForAllNamespaces({ labelSelector: owned }),
+      list: () => (ns ? c.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : c.core.listPodForAllNamespaces({ labelSelector: owned })),
     });
 
     // The appliance's ConfigMaps every Job gets something from, each watched by name in the operator's namespace.
@@ -230,7 +224,9 @@ export class Controller {
   /** Starts the informers, waits for the caches, then the workers. */
   async start(): Promise<void> {
     this.running = true;
-    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()));
+    await Promise.all(
+      [this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()),
+    );
     // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
     await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
     await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
@@ -274,7 +270,9 @@ export class Controller {
     this.running = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()));
+    await Promise.all(
+      [this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()),
+    );
     await Promise.all(this.workers);
     this.workers = [];
   }

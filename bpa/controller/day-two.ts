@@ -10,18 +10,19 @@ import type { ClusterState, OperationRecord, Phase, Provisioning } from "../api/
 import { names } from "../jobs/names.js";
 import { CONDITION, type ConditionInput } from "./status.js";
 
-export type DayTwoState =
-  | { running: { job: V1Job; record: OperationRecord } }
-  | { refused: string }
-  | { failed: OperationRecord }
-  | { upToDate: true };
+export type DayTwoState = { running: { job: V1Job; record: OperationRecord } } | { refused: string } | { failed: OperationRecord } | { upToDate: true };
 
 /** "add-control-plane" -> "AddControlPlane", for Event and condition reasons. */
 export const reasonWord = (kind: string) => kind.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase());
 
 const describe = (r: OperationRecord) => r.description ?? `${r.playbook} (${r.kind})`;
 
-export function dayTwoStatus(p: Provisioning, cluster: ClusterState, operations: readonly OperationRecord[], state: DayTwoState): { phase: Phase; conditions: ConditionInput[] } {
+export function dayTwoStatus(
+  p: Provisioning,
+  cluster: ClusterState,
+  operations: readonly OperationRecord[],
+  state: DayTwoState,
+): { phase: Phase; conditions: ConditionInput[] } {
   const namespace = p.metadata.namespace!;
   const usable = `the cluster is installed and usable (Kubernetes ${cluster.kubernetesVersion ?? "?"}; ${cluster.hosts.map((h) => `${roleLabel(h)}=${h.name}`).join(", ")}); its kubeconfig is in Secret ${names(p).kubeconfig}`;
   const ready: ConditionInput = { type: CONDITION.ready, status: "True", reason: "Installed", message: usable };
@@ -32,7 +33,12 @@ export function dayTwoStatus(p: Provisioning, cluster: ClusterState, operations:
       phase: "Updating",
       conditions: [
         { ...ready, reason: "Updating", message: `${usable}; ${describe(record)} runs in Job ${jobName}` },
-        { type: CONDITION.updating, status: "True", reason: reasonWord(record.kind), message: `${describe(record)}; logs: kubectl -n ${namespace} logs -f job/${jobName}` },
+        {
+          type: CONDITION.updating,
+          status: "True",
+          reason: reasonWord(record.kind),
+          message: `${describe(record)}; logs: kubectl -n ${namespace} logs -f job/${jobName}`,
+        },
         { type: CONDITION.failed, status: "False", reason: "Updating", message: "" },
       ],
     };
@@ -56,7 +62,11 @@ export function dayTwoStatus(p: Provisioning, cluster: ClusterState, operations:
       `Logs: kubectl -n ${namespace} logs job/${f.job}. To retry, set the annotation ${ANNOTATION_RETRY} to a new value; to give up, change the spec back.`;
     return {
       phase: "UpdateFailed",
-      conditions: [ready, { type: CONDITION.updating, status: "False", reason, message: describe(f) }, { type: CONDITION.failed, status: "True", reason, message }],
+      conditions: [
+        ready,
+        { type: CONDITION.updating, status: "False", reason, message: describe(f) },
+        { type: CONDITION.failed, status: "True", reason, message },
+      ],
     };
   }
   const last = [...operations].reverse().find((r) => r.result === "Succeeded");

@@ -10,9 +10,7 @@ import { CONDITION, type ConditionInput } from "./status.js";
 
 /** The install Job as the reconciler found it. */
 export type InstallJobState =
-  | { state: "running" }
-  | { state: "failed"; reason: string; message?: string; cause?: string }
-  | { state: "succeeded"; kubeconfig: boolean };
+  { state: "running" } | { state: "failed"; reason: string; message?: string; cause?: string } | { state: "succeeded"; kubeconfig: boolean };
 
 export interface InstallNames {
   namespace: string;
@@ -36,7 +34,12 @@ export function installStatus(job: InstallJobState, n: InstallNames): { phase: P
       conditions: [
         { type: CONDITION.ready, status: "False", reason: "Installing", message: `kubespray is running in Job ${n.installJob}` },
         inventory,
-        { type: CONDITION.installing, status: "True", reason: "JobRunning", message: `Job ${n.installJob}; logs: kubectl -n ${n.namespace} logs -f job/${n.installJob}` },
+        {
+          type: CONDITION.installing,
+          status: "True",
+          reason: "JobRunning",
+          message: `Job ${n.installJob}; logs: kubectl -n ${n.namespace} logs -f job/${n.installJob}`,
+        },
         { type: CONDITION.failed, status: "False", reason: "Installing", message: "" },
       ],
     };
@@ -59,13 +62,23 @@ export function installStatus(job: InstallJobState, n: InstallNames): { phase: P
     return {
       phase: "Failed",
       failure: "no kubeconfig handed back",
-      conditions: [{ type: CONDITION.ready, status: "False", reason: "NoKubeconfig", message }, inventory, succeeded, { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message }],
+      conditions: [
+        { type: CONDITION.ready, status: "False", reason: "NoKubeconfig", message },
+        inventory,
+        succeeded,
+        { type: CONDITION.failed, status: "True", reason: "NoKubeconfig", message },
+      ],
     };
   }
   return {
     phase: "Ready",
     conditions: [
-      { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")` },
+      {
+        type: CONDITION.ready,
+        status: "True",
+        reason: "Installed",
+        message: `the cluster is installed; its kubeconfig is in Secret ${n.kubeconfig} (key "${KUBECONFIG_KEY}")`,
+      },
       inventory,
       succeeded,
       { type: CONDITION.failed, status: "False", reason: "Installed", message: "" },

@@ -17,7 +17,8 @@ export async function readKubesprayPins(c: Clients, config: BpaConfig): Promise<
   const { configMap: name, key } = config.kubesprayPins;
   const namespace = config.namespace;
   const where = `ConfigMap ${namespace}/${name} key "${key}"`;
-  const fix = "the appliance's first boot applies it from the build's manifests (usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml); kubespray runs once it is there";
+  const fix =
+    "the appliance's first boot applies it from the build's manifests (usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml); kubespray runs once it is there";
   let data: Record<string, string> | undefined;
   try {
     data = (await c.core.readNamespacedConfigMap({ namespace, name })).data;

@@ -73,7 +73,10 @@ export function recordOf(job: V1Job, pods: readonly V1Pod[], base?: OperationRec
   const start = iso(job.status?.startTime ?? job.metadata?.creationTimestamp);
   if (start) record.startTime = start;
   if (state.state !== "running") {
-    const done = iso(job.status?.completionTime ?? job.status?.conditions?.find((c) => c.status === "True" && (c.type === "Failed" || c.type === "Complete"))?.lastTransitionTime);
+    const done = iso(
+      job.status?.completionTime ??
+        job.status?.conditions?.find((c) => c.status === "True" && (c.type === "Failed" || c.type === "Complete"))?.lastTransitionTime,
+    );
     if (done) record.completionTime = done;
   }
   if (state.state === "failed") {

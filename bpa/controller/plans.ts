@@ -24,9 +24,7 @@ export class PlanRegistry {
 
   /** Loads plans from status; on a conflicting claim the older Provisioning keeps the host. */
   load(provisionings: readonly Provisioning[]): void {
-    const sorted = [...provisionings].sort((a, b) =>
-      String(a.metadata.creationTimestamp ?? "").localeCompare(String(b.metadata.creationTimestamp ?? "")),
-    );
+    const sorted = [...provisionings].sort((a, b) => String(a.metadata.creationTimestamp ?? "").localeCompare(String(b.metadata.creationTimestamp ?? "")));
     for (const p of sorted) {
       const key = `${p.metadata.namespace}/${p.metadata.name}`;
       const hosts = p.status?.assignedHosts ?? [];

@@ -9,13 +9,7 @@
  * operator continues where the last one stopped.
  */
 import type { V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
-import {
-  ANNOTATION_INSTALL_HASH,
-  ANNOTATION_RETRY,
-  BPA_GROUP,
-  BPA_VERSION,
-  PROVISIONING_PLURAL,
-} from "../api/constants.js";
+import { ANNOTATION_INSTALL_HASH, ANNOTATION_RETRY, BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../api/constants.js";
 import { allRoles, normalizeSpec, roleLabel, specHash, type NormalizedSpec } from "../api/spec.js";
 import type { AssignedHost, BareMetalHost, ClusterState, Condition, OperationRecord, Phase, Provisioning, ProvisioningStatus } from "../api/types.js";
 import { growAssignment } from "../assign/grow.js";
@@ -113,8 +107,18 @@ function installOutcome(hosts: AssignedHost[], kubernetesVersion: string | undef
 }
 
 const assignedText = (hosts: AssignedHost[]) => hosts.map((h) => `${roleLabel(h)}=${h.name} (${h.ip})`).join(", ");
-const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({ type: CONDITION.hostsAssigned, status: "True", reason: "Assigned", message: assignedText(hosts) });
-const reconciledCondition = (p: Provisioning): ConditionInput => ({ type: CONDITION.reconciled, status: "True", reason: "Reconciled", message: `generation ${p.metadata.generation ?? "?"}` });
+const assignedCondition = (hosts: AssignedHost[]): ConditionInput => ({
+  type: CONDITION.hostsAssigned,
+  status: "True",
+  reason: "Assigned",
+  message: assignedText(hosts),
+});
+const reconciledCondition = (p: Provisioning): ConditionInput => ({
+  type: CONDITION.reconciled,
+  status: "True",
+  reason: "Reconciled",
+  message: `generation ${p.metadata.generation ?? "?"}`,
+});
 
 export class Reconciler {
   /** The last host decision recorded as an Event, by Provisioning (see recordHostDecision). */
@@ -159,11 +163,25 @@ export class Reconciler {
   }
 
   /** Before the cluster exists: the inventory, the install Job, the agents, and status from the Job. */
-  private async install(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, appliance: Appliance, sshKeySecret: string): Promise<ReconcileResult> {
+  private async install(
+    key: string,
+    p: Provisioning,
+    spec: NormalizedSpec,
+    plan: Plan,
+    ledger: Ledger,
+    appliance: Appliance,
+    sshKeySecret: string,
+  ): Promise<ReconcileResult> {
     const inventory = await this.prepareInventory(key, p, spec, plan, appliance);
     const operation = await this.runInstall(key, p, inventory);
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventory.names.inventory);
-    const phase = await this.writeOutcome(p, operation, { ...inventory.status, podAgents, sshKeySecret, operations: ledger.operations }, plan, inventory.outcome);
+    const phase = await this.writeOutcome(
+      p,
+      operation,
+      { ...inventory.status, podAgents, sshKeySecret, operations: ledger.operations },
+      plan,
+      inventory.outcome,
+    );
     // Installed: the next reconcile reads its nodes and starts what the spec asked for meanwhile.
     return phase === "Ready" && !("finished" in operation) ? { requeueAfterMs: 100 } : {};
   }
@@ -211,7 +229,12 @@ export class Reconciler {
     if (!bmhs) {
       const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
       await this.writeStatus(p, "Pending", { podAgents, sshKeySecret }, [
-        { type: CONDITION.ready, status: "False", reason: "WaitingForHosts", message: "the BareMetalHost inventory is not available yet (is the metal3.io BareMetalHost CRD installed?)" },
+        {
+          type: CONDITION.ready,
+          status: "False",
+          reason: "WaitingForHosts",
+          message: "the BareMetalHost inventory is not available yet (is the metal3.io BareMetalHost CRD installed?)",
+        },
         { type: CONDITION.hostsAssigned, status: "Unknown", reason: "WaitingForHosts", message: "BareMetalHost informer has not synced" },
         reconciledCondition(p),
       ]);
@@ -226,10 +249,20 @@ export class Reconciler {
     // An installed cluster stays usable, and its ledger (an operation that finished meanwhile) is kept current.
     await this.writeStatus(p, "Unsatisfiable", { podAgents, sshKeySecret, ...(cluster ? { cluster, operations: ledger.operations } : {}) }, [
       cluster
-        ? { type: CONDITION.ready, status: "True", reason: "Installed", message: `the cluster is installed and usable; the change waits for hosts: ${plan.unmet}` }
+        ? {
+            type: CONDITION.ready,
+            status: "True",
+            reason: "Installed",
+            message: `the cluster is installed and usable; the change waits for hosts: ${plan.unmet}`,
+          }
         : { type: CONDITION.ready, status: "False", reason: "Unsatisfiable", message: plan.unmet },
       { type: CONDITION.hostsAssigned, status: "False", reason: "Unsatisfiable", message: plan.unmet },
-      { type: CONDITION.failed, status: "False", reason: "WaitingForHosts", message: `the ${cluster ? "change" : "install"} starts when matching hosts appear` },
+      {
+        type: CONDITION.failed,
+        status: "False",
+        reason: "WaitingForHosts",
+        message: `the ${cluster ? "change" : "install"} starts when matching hosts appear`,
+      },
       reconciledCondition(p),
     ]);
     return new Stop({ requeueAfterMs: UNSATISFIABLE_RECHECK_MS });
@@ -267,8 +300,20 @@ export class Reconciler {
     return {
       hash,
       names: { installJob: n.installJob!, inventory: n.inventory!, kubeconfig: n.kubeconfig },
-      data: { hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }), groupVarsYaml: renderGroupVars(this.config, key, version), registryCaPem, pins },
-      status: { assignedHosts: plan.hosts, specHash: plan.specHash, installHash: hash, installJob: n.installJob!, inventoryConfigMap: n.inventory!, kubeconfigSecret: n.kubeconfig },
+      data: {
+        hostsIni: renderHostsIni(plan.hosts, { provisioning: key, installHash: hash }),
+        groupVarsYaml: renderGroupVars(this.config, key, version),
+        registryCaPem,
+        pins,
+      },
+      status: {
+        assignedHosts: plan.hosts,
+        specHash: plan.specHash,
+        installHash: hash,
+        installJob: n.installJob!,
+        inventoryConfigMap: n.inventory!,
+        kubeconfigSecret: n.kubeconfig,
+      },
       outcome: installOutcome(plan.hosts, version, appliance.components),
     };
   }
@@ -318,7 +363,13 @@ export class Reconciler {
     const ended = phase !== "Installing" && (p.status?.phase !== phase || p.status.installJob !== operation.job.metadata?.name);
     if (ended) {
       const record = recordOf(operation.job, this.jobPods(p.metadata.namespace!, operation.job));
-      await recordEvent(this.c, this.log, p, operationFinishedEvent(phase === "Ready" ? record : { ...record, result: "Failed", message: record.message ?? "no kubeconfig handed back" }), this.now());
+      await recordEvent(
+        this.c,
+        this.log,
+        p,
+        operationFinishedEvent(phase === "Ready" ? record : { ...record, result: "Failed", message: record.message ?? "no kubeconfig handed back" }),
+        this.now(),
+      );
     }
     return phase;
   }
@@ -329,7 +380,13 @@ export class Reconciler {
    * why (condition and Event) and is retried with the key's backoff. An install that
    * already started keeps its phase and Ready: only new Jobs wait.
    */
-  private async waitForAppliance(p: Provisioning, spec: NormalizedSpec, plan: Plan, sshKeySecret: string, { reason, message }: { reason: string; message: string }): Promise<ReconcileResult> {
+  private async waitForAppliance(
+    p: Provisioning,
+    spec: NormalizedSpec,
+    plan: Plan,
+    sshKeySecret: string,
+    { reason, message }: { reason: string; message: string },
+  ): Promise<ReconcileResult> {
     await recordEvent(this.c, this.log, p, { type: "Warning", reason, message }, this.now());
     const started = ["Installing", "Ready", "Failed", "Updating", "UpdateFailed"].includes(p.status?.phase ?? "");
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, undefined);
@@ -344,14 +401,31 @@ export class Reconciler {
   }
 
   /** Status from the install Job's state: Installing, Failed (Job failed, or no kubeconfig handed back) or Ready. */
-  private async reportInstall(p: Provisioning, job: V1Job, base: ProvisioningStatus, [assigned, reconciled]: [ConditionInput, ConditionInput], outcome: ClusterState): Promise<Phase> {
+  private async reportInstall(
+    p: Provisioning,
+    job: V1Job,
+    base: ProvisioningStatus,
+    [assigned, reconciled]: [ConditionInput, ConditionInput],
+    outcome: ClusterState,
+  ): Promise<Phase> {
     const namespace = p.metadata.namespace!;
     const pods = this.jobPods(namespace, job);
     const record = recordOf(job, pods);
-    const n = { namespace, installJob: base.installJob!, inventory: base.inventoryConfigMap!, kubeconfig: base.kubeconfigSecret!, logs: this.logsHint(namespace, job) };
+    const n = {
+      namespace,
+      installJob: base.installJob!,
+      inventory: base.inventoryConfigMap!,
+      kubeconfig: base.kubeconfigSecret!,
+      logs: this.logsHint(namespace, job),
+    };
     const { phase, conditions, failure } = installStatus(await this.installJobState(job, pods, namespace, n.kubeconfig), n);
     const operations = withRecord(base.operations ?? [], failure ? { ...record, result: "Failed", message: failure } : record);
-    await this.writeStatus(p, phase, { ...base, operations, ...(phase === "Ready" ? { cluster: outcome } : {}) }, [conditions[0]!, assigned, ...conditions.slice(1), reconciled]);
+    await this.writeStatus(p, phase, { ...base, operations, ...(phase === "Ready" ? { cluster: outcome } : {}) }, [
+      conditions[0]!,
+      assigned,
+      ...conditions.slice(1),
+      reconciled,
+    ]);
     return phase;
   }
 
@@ -359,7 +433,8 @@ export class Reconciler {
   private async installJobState(job: V1Job, pods: V1Pod[], namespace: string, kubeconfigSecretName: string): Promise<InstallJobState> {
     const found = jobState(job);
     if (found.state === "running") return { state: "running" };
-    if (found.state === "succeeded") return { state: "succeeded", kubeconfig: (await readKubeconfigSecret(this.c, namespace, kubeconfigSecretName)) !== undefined };
+    if (found.state === "succeeded")
+      return { state: "succeeded", kubeconfig: (await readKubeconfigSecret(this.c, namespace, kubeconfigSecretName)) !== undefined };
     const cause = runnerFailure(pods);
     return { state: "failed", reason: found.reason, ...(found.message ? { message: found.message } : {}), ...(cause ? { cause } : {}) };
   }
@@ -405,7 +480,15 @@ export class Reconciler {
   }
 
   /** The assignment once the cluster is installed (bpa/assign/grow.ts); recorded in the plan registry. */
-  private growPlan(key: string, p: Provisioning, sh: string, spec: NormalizedSpec, facts: HostFacts[], bmhs: readonly BareMetalHost[], cluster: ClusterState): Plan | { unmet: string } {
+  private growPlan(
+    key: string,
+    p: Provisioning,
+    sh: string,
+    spec: NormalizedSpec,
+    facts: HostFacts[],
+    bmhs: readonly BareMetalHost[],
+    cluster: ClusterState,
+  ): Plan | { unmet: string } {
     const grown = growAssignment({
       roles: allRoles(spec),
       installed: cluster.hosts,
@@ -420,7 +503,8 @@ export class Reconciler {
     if (before && jsonEqual(before, plan)) return before;
     const released = this.plans.set(key, plan);
     if (released.length) this.onHostsReleased(released);
-    if (grown.added.length) this.log.info("assigned hosts to new roles", { provisioning: key, hosts: grown.added.map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
+    if (grown.added.length)
+      this.log.info("assigned hosts to new roles", { provisioning: key, hosts: grown.added.map((h) => `${roleLabel(h)}=${h.name}`).join(", ") });
     return plan;
   }
 
@@ -430,7 +514,15 @@ export class Reconciler {
    * operation is not run again until the retry annotation changes or the spec moves on;
    * the cluster stays as it was before it.
    */
-  private async dayTwo(key: string, p: Provisioning, spec: NormalizedSpec, plan: Plan, ledger: Ledger, appliance: Appliance, sshKeySecret: string): Promise<ReconcileResult> {
+  private async dayTwo(
+    key: string,
+    p: Provisioning,
+    spec: NormalizedSpec,
+    plan: Plan,
+    ledger: Ledger,
+    appliance: Appliance,
+    sshKeySecret: string,
+  ): Promise<ReconcileResult> {
     for (const record of ledger.finished) await recordEvent(this.c, this.log, p, operationFinishedEvent(record), this.now());
     const cluster = ledger.cluster!;
     let operations = ledger.operations;
@@ -470,14 +562,29 @@ export class Reconciler {
     await this.writeStatus(
       p,
       phase,
-      { assignedHosts: plan.hosts, specHash: plan.specHash, sshKeySecret, podAgents, cluster, operations, ...(inventoryConfigMap ? { inventoryConfigMap } : {}), ...nodes.fields },
+      {
+        assignedHosts: plan.hosts,
+        specHash: plan.specHash,
+        sshKeySecret,
+        podAgents,
+        cluster,
+        operations,
+        ...(inventoryConfigMap ? { inventoryConfigMap } : {}),
+        ...nodes.fields,
+      },
       [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : []), ...conditions],
     );
     return "upToDate" in state ? { requeueAfterMs: NODES_REFRESH_MS } : {};
   }
 
   /** Writes the operation's inventory and creates its Job; one Event says what it does. */
-  private async startOperation(key: string, p: Provisioning, op: OperationPlan, hash: string, { registryCaPem, pins }: ApplianceInputs): Promise<{ job: V1Job; record: OperationRecord }> {
+  private async startOperation(
+    key: string,
+    p: Provisioning,
+    op: OperationPlan,
+    hash: string,
+    { registryCaPem, pins }: ApplianceInputs,
+  ): Promise<{ job: V1Job; record: OperationRecord }> {
     const hostsIni = renderHostsIni(op.inventoryHosts, { provisioning: key, installHash: hash }, { mastersAreNodes: op.mastersAreNodes });
     const groupVarsYaml = renderGroupVars(this.config, key, op.kubernetesVersion);
     await ensureConfigMap(this.c, inventoryConfigMap(p, hash, { hostsIni, groupVarsYaml, registryCaPem, pins }));
@@ -492,7 +599,12 @@ export class Reconciler {
   }
 
   /** The Job, and whether this call created it (an existing one: the informer's cache had not seen it yet). */
-  private async createJob(p: Provisioning, hash: string, op?: OperationPlan, installRecord?: Parameters<typeof installJob>[3]): Promise<{ job: V1Job; created: boolean }> {
+  private async createJob(
+    p: Provisioning,
+    hash: string,
+    op?: OperationPlan,
+    installRecord?: Parameters<typeof installJob>[3],
+  ): Promise<{ job: V1Job; created: boolean }> {
     const body = op ? operationJob(p, this.config, hash, op) : installJob(p, this.config, hash, installRecord);
     const namespace = p.metadata.namespace!;
     try {
@@ -501,7 +613,9 @@ export class Reconciler {
       if (!isConflict(error)) throw error;
       const existing = await this.c.batch.readNamespacedJob({ namespace, name: body.metadata!.name! });
       if (!ownedBy(existing, p.metadata.uid)) {
-        throw new Error(`Job ${body.metadata!.name} exists but belongs to another owner (a deleted Provisioning of the same name?); waiting for it to be deleted`);
+        throw new Error(
+          `Job ${body.metadata!.name} exists but belongs to another owner (a deleted Provisioning of the same name?); waiting for it to be deleted`,
+        );
       }
       return { job: existing, created: false };
     }

@@ -61,9 +61,7 @@ export function mergeConditions(
       ...(generation !== undefined ? { observedGeneration: generation } : {}),
     });
   }
-  return [...byType.values()].sort(
-    (a, b) => rank(a.type) - rank(b.type) || a.type.localeCompare(b.type),
-  );
+  return [...byType.values()].sort((a, b) => rank(a.type) - rank(b.type) || a.type.localeCompare(b.type));
 }
 
 function rank(type: string): number {

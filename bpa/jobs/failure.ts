@@ -15,7 +15,8 @@ export function runnerFailure(pods: readonly V1Pod[]): string | undefined {
       const terminated = status.state?.terminated ?? status.lastState?.terminated;
       // The kubelet lost the container (the appliance lost power or restarted while the runner
       // ran): its "message" is only the log's tail at that moment, not a reason.
-      if (terminated?.reason === "Unknown") return `the runner was cut off mid-run: its container was lost (exit code ${terminated.exitCode}), as when the appliance loses power or restarts`;
+      if (terminated?.reason === "Unknown")
+        return `the runner was cut off mid-run: its container was lost (exit code ${terminated.exitCode}), as when the appliance loses power or restarts`;
       const message = terminated?.message?.trim();
       if (message) return message.length > MAX ? `${message.slice(0, MAX)}…` : message;
     }

@@ -31,7 +31,15 @@ export function installHash(specHash: string, hosts: readonly AssignedHost[], re
  * operation), the retry token, the registry's CA and the kubespray pins.
  */
 export function operationHash(
-  op: { kind: string; playbook: string; inventoryHosts: readonly AssignedHost[]; limit?: readonly string[]; extraVars?: Record<string, string>; kubernetesVersion?: string; mastersAreNodes: boolean },
+  op: {
+    kind: string;
+    playbook: string;
+    inventoryHosts: readonly AssignedHost[];
+    limit?: readonly string[];
+    extraVars?: Record<string, string>;
+    kubernetesVersion?: string;
+    mastersAreNodes: boolean;
+  },
   revision: number,
   retryToken: string,
   appliance: ApplianceInputs,
@@ -39,6 +47,17 @@ export function operationHash(
   const hosts = [...op.inventoryHosts]
     .sort((a, b) => (a.role === b.role ? a.index - b.index : a.role < b.role ? -1 : 1))
     .map((h) => [h.role, h.index, h.namespace, h.name, h.ip, h.mac]);
-  const body = { kind: op.kind, playbook: op.playbook, hosts, limit: op.limit ?? [], extraVars: op.extraVars ?? {}, version: op.kubernetesVersion ?? "", mastersAreNodes: op.mastersAreNodes, revision, retryToken, ...applianceDigests(appliance) };
+  const body = {
+    kind: op.kind,
+    playbook: op.playbook,
+    hosts,
+    limit: op.limit ?? [],
+    extraVars: op.extraVars ?? {},
+    version: op.kubernetesVersion ?? "",
+    mastersAreNodes: op.mastersAreNodes,
+    revision,
+    retryToken,
+    ...applianceDigests(appliance),
+  };
   return sha256(JSON.stringify(body));
 }

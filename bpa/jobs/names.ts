@@ -1,14 +1,7 @@
 /** Names and labels of the objects the operator creates for a Provisioning. */
 import { createHash } from "node:crypto";
 import type { V1OwnerReference } from "@kubernetes/client-node";
-import {
-  LABEL_COMPONENT,
-  LABEL_MANAGED_BY,
-  LABEL_PROVISIONING,
-  MANAGED_BY,
-  PROVISIONING_API_VERSION,
-  PROVISIONING_KIND,
-} from "../api/constants.js";
+import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PROVISIONING, MANAGED_BY, PROVISIONING_API_VERSION, PROVISIONING_KIND } from "../api/constants.js";
 import type { Provisioning } from "../api/types.js";
 
 /** Job names end up in a pod label (job-name), so they must fit in 63 characters. */

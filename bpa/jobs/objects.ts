@@ -178,7 +178,12 @@ function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { 
   return { volumes, mounts };
 }
 
-export function installJob(p: Provisioning, config: BpaConfig, hash: string, record?: Pick<OperationRecord, "hosts" | "description" | "kubernetesVersion">): V1Job {
+export function installJob(
+  p: Provisioning,
+  config: BpaConfig,
+  hash: string,
+  record?: Pick<OperationRecord, "hosts" | "description" | "kubernetesVersion">,
+): V1Job {
   const job = runnerJob(p, config, hash, names(p, hash).installJob!, { playbook: config.playbook, kind: "install" });
   if (record) job.metadata!.annotations![ANNOTATION_RECORD] = JSON.stringify(record);
   return job;

@@ -84,7 +84,13 @@ export function nextOperation(input: NextOperationInput): NextOperation {
         mastersAreNodes,
         hosts: wanted.map((h) => h.name),
         ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}),
-        outcome: { hosts: [...wanted], ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}), mastersAreNodes, revision: 1, ...servedComponentsOf(input) },
+        outcome: {
+          hosts: [...wanted],
+          ...(input.wantedVersion ? { kubernetesVersion: input.wantedVersion } : {}),
+          mastersAreNodes,
+          revision: 1,
+          ...servedComponentsOf(input),
+        },
         summary: `cluster.yml installs ${wanted.map(label).join(", ")}`,
       },
     };
@@ -126,11 +132,15 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   if (removed.length) {
     const masters = removed.filter((h) => h.role === "master");
     if (masters.length) {
-      return { blocked: `removing a control-plane host (${masters.map(label).join(", ")}) is not done by the BPA: kubespray would have to move etcd members and the API servers' certificates; put the master entries back, or delete the Provisioning and install anew` };
+      return {
+        blocked: `removing a control-plane host (${masters.map(label).join(", ")}) is not done by the BPA: kubespray would have to move etcd members and the API servers' certificates; put the master entries back, or delete the Provisioning and install anew`,
+      };
     }
     const remaining = cluster.hosts.filter((h) => wantedKeys.has(key(h)));
     if (!cluster.mastersAreNodes && !remaining.some((h) => h.role === "worker")) {
-      return { blocked: `removing ${removed.map(label).join(", ")} would leave no node to run workloads (the masters were installed as control plane only): keep at least one worker entry` };
+      return {
+        blocked: `removing ${removed.map(label).join(", ")} would leave no node to run workloads (the masters were installed as control plane only): keep at least one worker entry`,
+      };
     }
     const names = removed.map((h) => h.name);
     return {
@@ -150,11 +160,19 @@ export function nextOperation(input: NextOperationInput): NextOperation {
   const target = input.wantedVersion;
   if (!target || !version || target === version) return componentUpdate(input, cluster, next);
   if (compareVersions(target, version) < 0) {
-    return { blocked: `the cluster runs Kubernetes ${version}; ${target} is older and kubespray does not downgrade: set spec.kubernetesVersion to ${version} or newer` };
+    return {
+      blocked: `the cluster runs Kubernetes ${version}; ${target} is older and kubespray does not downgrade: set spec.kubernetesVersion to ${version} or newer`,
+    };
   }
   const step = upgradeStep(version, target, input.servedVersions);
   if ("blocked" in step) return step;
-  return upgrade(input, cluster, next, step.version, `upgrade-cluster.yml upgrades ${version} -> ${step.version}${step.version === target ? "" : ` (on the way to ${target}, one minor at a time)`}`);
+  return upgrade(
+    input,
+    cluster,
+    next,
+    step.version,
+    `upgrade-cluster.yml upgrades ${version} -> ${step.version}${step.version === target ? "" : ` (on the way to ${target}, one minor at a time)`}`,
+  );
 }
 
 type NextCluster = (hosts: AssignedHost[], kubernetesVersion?: string, components?: Record<string, string>) => ClusterState;
@@ -180,7 +198,10 @@ function upgrade(input: NextOperationInput, cluster: ClusterState, next: NextClu
 const servedComponentsOf = (input: NextOperationInput) => (input.servedComponents ? { components: { ...input.servedComponents } } : {});
 
 /** "containerd 2.2.3 -> 2.2.4": the components whose served version is not the cluster's. */
-export function componentChanges(installed: Readonly<Record<string, string>> | undefined, servedComponents: Readonly<Record<string, string>> | undefined): string[] {
+export function componentChanges(
+  installed: Readonly<Record<string, string>> | undefined,
+  servedComponents: Readonly<Record<string, string>> | undefined,
+): string[] {
   if (!installed || !servedComponents) return [];
   return Object.entries(servedComponents)
     .filter(([name, v]) => installed[name] !== undefined && installed[name] !== v)
@@ -195,7 +216,13 @@ export function componentChanges(installed: Readonly<Record<string, string>> | u
 function componentUpdate(input: NextOperationInput, cluster: ClusterState, next: NextCluster): NextOperation {
   const changes = componentChanges(cluster.components, input.servedComponents);
   if (!changes.length || !cluster.kubernetesVersion) return { upToDate: true };
-  return upgrade(input, cluster, next, cluster.kubernetesVersion, `upgrade-cluster.yml updates ${changes.join(", ")} (Kubernetes stays ${cluster.kubernetesVersion})`);
+  return upgrade(
+    input,
+    cluster,
+    next,
+    cluster.kubernetesVersion,
+    `upgrade-cluster.yml updates ${changes.join(", ")} (Kubernetes stays ${cluster.kubernetesVersion})`,
+  );
 }
 
 /** The next version on the way from `from` to `to`: `to` itself within one minor, else the newest served patch of the next minor. */
@@ -209,7 +236,9 @@ export function upgradeStep(from: string, to: string, served: readonly string[])
     return major === fMajor && minor === fMinor + 1;
   });
   if (!candidates.length) {
-    return { blocked: `upgrading from ${from} to ${to} goes one minor at a time, through ${fMajor}.${fMinor + 1}, and this appliance serves no ${fMajor}.${fMinor + 1} version (it serves ${served.join(", ")})` };
+    return {
+      blocked: `upgrading from ${from} to ${to} goes one minor at a time, through ${fMajor}.${fMinor + 1}, and this appliance serves no ${fMajor}.${fMinor + 1} version (it serves ${served.join(", ")})`,
+    };
   }
   return { version: [...candidates].sort(compareVersions).pop()! };
 }

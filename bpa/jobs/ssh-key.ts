@@ -32,14 +32,7 @@ export function generateSshKeyPair(comment: string): SshKeyPair {
   const publicBlob = Buffer.concat([sshString(type), sshString(pub)]);
 
   const check = randomBytes(4).readUInt32BE();
-  let section = Buffer.concat([
-    u32(check),
-    u32(check),
-    sshString(type),
-    sshString(pub),
-    sshString(Buffer.concat([seed, pub])),
-    sshString(comment),
-  ]);
+  let section = Buffer.concat([u32(check), u32(check), sshString(type), sshString(pub), sshString(Buffer.concat([seed, pub])), sshString(comment)]);
   const padding: number[] = [];
   for (let i = 1; (section.length + padding.length) % 8 !== 0; i++) padding.push(i);
   section = Buffer.concat([section, Buffer.from(padding)]);

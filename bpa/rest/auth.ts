@@ -64,15 +64,22 @@ export class Authenticator {
     let caller: Caller | undefined;
     if (cached && cached.until > Date.now()) caller = cached.caller;
     else {
-      const review = await this.authn.createTokenReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [this.audience] } } });
+      const review = await this.authn.createTokenReview({
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [this.audience] } },
+      });
       const forThisApi = review.status?.authenticated && review.status.audiences?.includes(this.audience);
       const user = forThisApi ? review.status!.user : undefined;
-      caller = user?.username ? { username: user.username, groups: user.groups ?? [], ...(user.uid ? { uid: user.uid } : {}), ...(user.extra ? { extra: user.extra } : {}) } : undefined;
+      caller = user?.username
+        ? { username: user.username, groups: user.groups ?? [], ...(user.uid ? { uid: user.uid } : {}), ...(user.extra ? { extra: user.extra } : {}) }
+        : undefined;
       if (this.cache.size > 1000) this.cache.clear();
       this.cache.set(token, { caller, until: Date.now() + CACHE_MS });
     }
     if (!caller) {
-      throw new RequestError(401, `the bearer token is not valid for this API (expired, of another cluster, or not made for audience ${this.audience}, as a kubeconfig's or a pod's token is not): make one with ${makeOne}`);
+      throw new RequestError(
+        401,
+        `the bearer token is not valid for this API (expired, of another cluster, or not made for audience ${this.audience}, as a kubeconfig's or a pod's token is not): make one with ${makeOne}`,
+      );
     }
     return caller;
   }

@@ -18,7 +18,10 @@ const Schema = z
     reserveBytes: z.coerce.number().int().min(0),
     expirationHours: z.coerce.number().positive(),
     tlsReloadSeconds: z.coerce.number().positive(),
-    publicFilesUrl: z.string().regex(/^https?:\/\/[^/\s]+(\/\S*)?$/, "an http(s) URL such as http://bootstrap.icn:8080").optional(),
+    publicFilesUrl: z
+      .string()
+      .regex(/^https?:\/\/[^/\s]+(\/\S*)?$/, "an http(s) URL such as http://bootstrap.icn:8080")
+      .optional(),
     registryUrl: z.string().regex(/^https?:\/\/[^/\s]+$/, "an https URL of the registry such as https://bootstrap.icn:5000"),
     pullHost: z.string().regex(/^[^/\s]+$/, "host:port as nodes pull from, such as bootstrap.icn:5000"),
     pushSecret: z.string().min(1),
@@ -29,7 +32,11 @@ const Schema = z
   .strict()
   .superRefine((c, ctx) => {
     if (!c.plainHttp && !(c.tlsCert && c.tlsKey)) {
-      ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "TLS needs --tls-cert and --tls-key (BPA_API_TLS_CERT, BPA_API_TLS_KEY); --plain-http only for a workstation" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["tlsCert"],
+        message: "TLS needs --tls-cert and --tls-key (BPA_API_TLS_CERT, BPA_API_TLS_KEY); --plain-http only for a workstation",
+      });
     }
   });
 
@@ -87,7 +94,7 @@ export function loadApiConfig(flags: Partial<Record<keyof ApiConfig, unknown>>, 
       const field = String(i.path[0] ?? "");
       return `${field}${ENV[field as keyof ApiConfig] ? ` (${ENV[field as keyof ApiConfig]})` : ""}: ${i.message}`;
     });
-    throw new UserError(`bad REST API configuration: ${problems.join("; ")}`, "see bpa/README.md, \"The REST API\"");
+    throw new UserError(`bad REST API configuration: ${problems.join("; ")}`, 'see bpa/README.md, "The REST API"');
   }
   return parsed.data;
 }

@@ -39,7 +39,9 @@ export function registryAccess(clients: Clients, config: ApiConfig) {
       secret = await clients.core.readNamespacedSecret({ namespace: ns, name: config.pushSecret });
       caMap = await clients.core.readNamespacedConfigMap({ namespace: ns, name: config.caConfigMap });
     } catch (error) {
-      throw new Error(`cannot read the registry's push credentials (Secret ${ns}/${config.pushSecret}) or CA (ConfigMap ${ns}/${config.caConfigMap}): ${errorMessage(error)}; the appliance's first boot creates them`);
+      throw new Error(
+        `cannot read the registry's push credentials (Secret ${ns}/${config.pushSecret}) or CA (ConfigMap ${ns}/${config.caConfigMap}): ${errorMessage(error)}; the appliance's first boot creates them`,
+      );
     }
     const field = (k: string) => Buffer.from(secret.data?.[k] ?? "", "base64").toString("utf8");
     const ca = caMap.data?.[config.caKey];
@@ -120,7 +122,13 @@ export async function runApi(argv: string[]): Promise<number> {
     process.stdout.write(API_HELP);
     return 0;
   }
-  const config = loadApiConfig({ port: values.port, tlsCert: values["tls-cert"], tlsKey: values["tls-key"], plainHttp: values["plain-http"], stateDir: values["state-dir"] });
+  const config = loadApiConfig({
+    port: values.port,
+    tlsCert: values["tls-cert"],
+    tlsKey: values["tls-key"],
+    plainHttp: values["plain-http"],
+    stateDir: values["state-dir"],
+  });
   const kc = loadKubeConfig(values.kubeconfig);
   const log = makeLogger({ fields: { component: "api" } });
   const api = await startApi(kc, config, log);

@@ -1,6 +1,9 @@
 /** The API's OpenAPI 3.1 document, served at /openapi.json. */
 
-const error = { description: "An error: `{ error: message }` naming the input and the fix", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } };
+const error = {
+  description: "An error: `{ error: message }` naming the input and the fix",
+  content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+};
 const authErrors = {
   "401": { ...error, description: "No bearer token, or one the bootstrap cluster does not accept (TokenReview)" },
   "403": { ...error, description: "The cluster's RBAC does not grant the permission (SubjectAccessReview)" },
@@ -9,7 +12,9 @@ const tusHeaders = {
   "Tus-Resumable": { required: true, schema: { type: "string", const: "1.0.0" } },
 };
 const uploadId = { name: "id", in: "path", required: true, schema: { type: "string" }, description: "From the Location header of the POST" };
-const list = (ref: string) => ({ "200": { description: "OK", content: { "application/json": { schema: { type: "object", properties: { items: { type: "array", items: { $ref: ref } } } } } } } });
+const list = (ref: string) => ({
+  "200": { description: "OK", content: { "application/json": { schema: { type: "object", properties: { items: { type: "array", items: { $ref: ref } } } } } } },
+});
 
 export function openApiDocument(): Record<string, unknown> {
   return {
@@ -58,7 +63,10 @@ export function openApiDocument(): Record<string, unknown> {
             format: { enum: ["qcow2", "raw"], description: "BareMetalHost spec.image.format" },
             size: { type: "integer" },
             published: { type: "string", format: "date-time" },
-            source: { enum: ["upload", "build"], description: "upload: published through this API; build: made by the appliance's build (the compute nodes' image)" },
+            source: {
+              enum: ["upload", "build"],
+              description: "upload: published through this API; build: made by the appliance's build (the compute nodes' image)",
+            },
           },
         },
         Provisioning: {
@@ -69,32 +77,81 @@ export function openApiDocument(): Record<string, unknown> {
             phase: { type: "string" },
             ready: { type: "object" },
             conditions: { type: "array", items: { type: "object" } },
-            hosts: { type: "array", items: { type: "object", properties: { name: { type: "string" }, namespace: { type: "string" }, role: { type: "string" }, ip: { type: "string" }, mac: { type: "string" } } } },
-            installJob: { type: "object", properties: { name: { type: "string" }, state: { enum: ["pending", "running", "succeeded", "failed"] }, startTime: { type: "string" }, completionTime: { type: "string" }, message: { type: "string" } } },
+            hosts: {
+              type: "array",
+              items: {
+                type: "object",
+                properties: {
+                  name: { type: "string" },
+                  namespace: { type: "string" },
+                  role: { type: "string" },
+                  ip: { type: "string" },
+                  mac: { type: "string" },
+                },
+              },
+            },
+            installJob: {
+              type: "object",
+              properties: {
+                name: { type: "string" },
+                state: { enum: ["pending", "running", "succeeded", "failed"] },
+                startTime: { type: "string" },
+                completionTime: { type: "string" },
+                message: { type: "string" },
+              },
+            },
             kubeconfigSecret: { type: "string" },
             podAgents: { type: "array", items: { type: "string" } },
           },
         },
         Host: {
           type: "object",
-          properties: { namespace: { type: "string" }, name: { type: "string" }, state: { type: "string" }, online: { type: "boolean" }, cpu: { type: "integer" }, ramMebibytes: { type: "integer" }, ip: { type: "string" }, consumer: { type: "string" } },
+          properties: {
+            namespace: { type: "string" },
+            name: { type: "string" },
+            state: { type: "string" },
+            online: { type: "boolean" },
+            cpu: { type: "integer" },
+            ramMebibytes: { type: "integer" },
+            ip: { type: "string" },
+            consumer: { type: "string" },
+          },
         },
       },
     },
     security: [{ bearer: [] }],
     paths: {
-      "/": { get: { summary: "The status page (HTML; its data is fetched with the token the user enters)", security: [], responses: { "200": { description: "HTML" } } } },
+      "/": {
+        get: {
+          summary: "The status page (HTML; its data is fetched with the token the user enters)",
+          security: [],
+          responses: { "200": { description: "HTML" } },
+        },
+      },
       "/page.js": { get: { summary: "The status page's script", security: [], responses: { "200": { description: "JavaScript" } } } },
       "/openapi.json": { get: { summary: "This document", security: [], responses: { "200": { description: "OpenAPI 3.1" } } } },
       "/healthz": { get: { summary: "Liveness", security: [], responses: { "200": { description: "ok" } } } },
       "/api/v1/uploads": {
-        get: { summary: "Every upload: in progress, published, replaced, rejected or failed", responses: { ...list("#/components/schemas/Upload"), ...authErrors } },
-        options: { summary: "tus discovery (Tus-Version, Tus-Extension, Tus-Max-Size)", security: [], responses: { "204": { description: "tus capabilities" } } },
+        get: {
+          summary: "Every upload: in progress, published, replaced, rejected or failed",
+          responses: { ...list("#/components/schemas/Upload"), ...authErrors },
+        },
+        options: {
+          summary: "tus discovery (Tus-Version, Tus-Extension, Tus-Max-Size)",
+          security: [],
+          responses: { "204": { description: "tus capabilities" } },
+        },
         post: {
           summary: "Create a resumable upload (tus creation). Upload-Metadata: kind, name, sha256 (base64 values, tus format), optional filename",
           parameters: [
             { name: "Upload-Length", in: "header", required: true, schema: { type: "integer" } },
-            { name: "Upload-Metadata", in: "header", required: true, schema: { type: "string" }, description: "kind <b64(file|container-image|os-image)>,name <b64(name)>,sha256 <b64(64 hex digits)>" },
+            {
+              name: "Upload-Metadata",
+              in: "header",
+              required: true,
+              schema: { type: "string" },
+              description: "kind <b64(file|container-image|os-image)>,name <b64(name)>,sha256 <b64(64 hex digits)>",
+            },
             ...Object.entries(tusHeaders).map(([name, h]) => ({ name, in: "header", ...h })),
           ],
           responses: {
@@ -108,24 +165,49 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       "/api/v1/uploads/{id}": {
-        head: { summary: "Where to resume (Upload-Offset, Upload-Length)", parameters: [uploadId], responses: { "200": { description: "Upload-Offset header" }, "404": error, ...authErrors } },
+        head: {
+          summary: "Where to resume (Upload-Offset, Upload-Length)",
+          parameters: [uploadId],
+          responses: { "200": { description: "Upload-Offset header" }, "404": error, ...authErrors },
+        },
         patch: {
-          summary: "Send bytes from Upload-Offset (Content-Type application/offset+octet-stream). The last PATCH verifies the sha256 and publishes before it answers",
+          summary:
+            "Send bytes from Upload-Offset (Content-Type application/offset+octet-stream). The last PATCH verifies the sha256 and publishes before it answers",
           parameters: [uploadId, { name: "Upload-Offset", in: "header", required: true, schema: { type: "integer" } }],
           responses: {
             "204": { description: "Bytes stored; more to come" },
-            "200": { description: "The last bytes: verified and published", content: { "application/json": { schema: { $ref: "#/components/schemas/Upload" } } } },
-            "409": { description: "Upload-Offset is not where the upload is (HEAD tells); or, on the last PATCH, the name clashes with what is published (nothing published)" },
+            "200": {
+              description: "The last bytes: verified and published",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/Upload" } } },
+            },
+            "409": {
+              description:
+                "Upload-Offset is not where the upload is (HEAD tells); or, on the last PATCH, the name clashes with what is published (nothing published)",
+            },
             "422": { description: "sha256 mismatch or a bad image archive: nothing published, the upload removed" },
             "502": { description: "The registry refused the push (e.g. a shipped tag): nothing published" },
             "507": { description: "The disk filled up: received bytes are kept; free space and resume" },
             ...authErrors,
           },
         },
-        delete: { summary: "Abandon an upload in progress (tus termination)", parameters: [uploadId], responses: { "204": { description: "Removed" }, "404": error, ...authErrors } },
+        delete: {
+          summary: "Abandon an upload in progress (tus termination)",
+          parameters: [uploadId],
+          responses: { "204": { description: "Removed" }, "404": error, ...authErrors },
+        },
       },
-      "/api/v1/os-images": { get: { summary: "The OS images on the file server (published uploads and the build's own) with the URL and checksum a BareMetalHost's spec.image takes", responses: { ...list("#/components/schemas/OsImage"), ...authErrors } } },
-      "/api/v1/provisionings": { get: { summary: "Every Provisioning's install state, read from the Kubernetes API", responses: { ...list("#/components/schemas/Provisioning"), ...authErrors } } },
+      "/api/v1/os-images": {
+        get: {
+          summary: "The OS images on the file server (published uploads and the build's own) with the URL and checksum a BareMetalHost's spec.image takes",
+          responses: { ...list("#/components/schemas/OsImage"), ...authErrors },
+        },
+      },
+      "/api/v1/provisionings": {
+        get: {
+          summary: "Every Provisioning's install state, read from the Kubernetes API",
+          responses: { ...list("#/components/schemas/Provisioning"), ...authErrors },
+        },
+      },
       "/api/v1/hosts": { get: { summary: "BareMetalHosts (empty without Metal3's CRD)", responses: { ...list("#/components/schemas/Host"), ...authErrors } } },
     },
   };

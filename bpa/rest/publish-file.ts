@@ -27,7 +27,10 @@ export async function imageFormat(path: string): Promise<"qcow2" | "raw"> {
 function clash(error: unknown, name: string): never {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === "EISDIR" || code === "ENOTDIR" || code === "ENOTEMPTY" || code === "EEXIST") {
-    throw new RequestError(409, `name "${name}" clashes with what is published (a directory where the file or its checksum file would go, or a file where a directory is): nothing was published; choose another name`);
+    throw new RequestError(
+      409,
+      `name "${name}" clashes with what is published (a directory where the file or its checksum file would go, or a file where a directory is): nothing was published; choose another name`,
+    );
   }
   throw error;
 }

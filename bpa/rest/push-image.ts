@@ -50,7 +50,10 @@ const mib = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MiB`;
 async function readJsonMember<T>(path: string, member: string): Promise<{ bytes: Buffer; value: T }> {
   const size = (await stat(path)).size;
   if (size > MAX_JSON_BYTES) {
-    throw new RequestError(422, `the image archive's ${member} is ${mib(size)} (${size} bytes), over the ${mib(MAX_JSON_BYTES)} this API reads of a JSON document: not an image export (skopeo copy IMAGE oci-archive:FILE, or docker save)`);
+    throw new RequestError(
+      422,
+      `the image archive's ${member} is ${mib(size)} (${size} bytes), over the ${mib(MAX_JSON_BYTES)} this API reads of a JSON document: not an image export (skopeo copy IMAGE oci-archive:FILE, or docker save)`,
+    );
   }
   const bytes = await readFile(path);
   try {
@@ -64,8 +67,15 @@ async function readJsonMember<T>(path: string, member: string): Promise<{ bytes:
 async function checkedBlob(layout: string, d: Descriptor): Promise<string> {
   if (!DIGEST.test(d.digest)) throw new RequestError(422, `the image archive names a blob "${d.digest}": only sha256 digests are supported`);
   const path = join(layout, "blobs", "sha256", d.digest.slice(7));
-  const size = await stat(path).then((s) => s.size, () => -1);
-  if (size < 0) throw new RequestError(422, `the image archive lacks blob ${d.digest} (blobs/sha256/${d.digest.slice(7)}): export the whole image (skopeo copy ... oci-archive:FILE, or docker save)`);
+  const size = await stat(path).then(
+    (s) => s.size,
+    () => -1,
+  );
+  if (size < 0)
+    throw new RequestError(
+      422,
+      `the image archive lacks blob ${d.digest} (blobs/sha256/${d.digest.slice(7)}): export the whole image (skopeo copy ... oci-archive:FILE, or docker save)`,
+    );
   if (size !== d.size) throw new RequestError(422, `blob ${d.digest} of the image archive has ${size} bytes, its descriptor says ${d.size}`);
   const actual = await sha256File(path);
   if (`sha256:${actual}` !== d.digest) throw new RequestError(422, `blob ${d.digest} of the image archive has digest sha256:${actual}: the archive is damaged`);
@@ -109,7 +119,11 @@ async function fromDockerSave(dir: string): Promise<{ manifest: Buffer; files: M
       throw new RequestError(422, `the docker save archive's manifest.json names "${String(relative)}", which is not a file of the archive`);
     }
     const info = await stat(path).catch(() => undefined);
-    if (!info?.isFile()) throw new RequestError(422, `the docker save archive lacks "${relative}" (named in its manifest.json): export the whole image with docker save IMAGE -o FILE`);
+    if (!info?.isFile())
+      throw new RequestError(
+        422,
+        `the docker save archive lacks "${relative}" (named in its manifest.json): export the whole image with docker save IMAGE -o FILE`,
+      );
     const digest = `sha256:${await sha256File(path)}`;
     files.set(digest, path);
     return { mediaType, digest, size: info.size };
@@ -139,8 +153,16 @@ async function unpackWithin(archive: string, workDir: string, budget: number): P
       unpacked += 512 + Math.ceil(entry.size / 512) * 512;
       entries += 1;
       if (unpacked > budget || entries > MAX_ARCHIVE_ENTRIES) {
-        const what = entries > MAX_ARCHIVE_ENTRIES ? `more than ${MAX_ARCHIVE_ENTRIES} entries` : `more than its own ${budget} bytes (the space its upload reserved for unpacking it)`;
-        unpack.abort(new RequestError(422, `the container image archive unpacks to ${what}: a compressed archive or no image export; upload the uncompressed tar that skopeo copy IMAGE oci-archive:FILE or docker save writes`));
+        const what =
+          entries > MAX_ARCHIVE_ENTRIES
+            ? `more than ${MAX_ARCHIVE_ENTRIES} entries`
+            : `more than its own ${budget} bytes (the space its upload reserved for unpacking it)`;
+        unpack.abort(
+          new RequestError(
+            422,
+            `the container image archive unpacks to ${what}: a compressed archive or no image export; upload the uncompressed tar that skopeo copy IMAGE oci-archive:FILE or docker save writes`,
+          ),
+        );
         return false;
       }
       return entry.type === "File" || entry.type === "OldFile" || entry.type === "Directory";
@@ -175,15 +197,25 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
       await unpackWithin(archive, workDir, (await stat(archive)).size);
     } catch (error) {
       if (error instanceof RequestError) throw error;
-      throw new RequestError(422, `the container image upload is not a tar archive (${(error as Error).message}): upload an OCI layout as a tar (skopeo copy IMAGE oci-archive:FILE) or a docker save archive`);
+      throw new RequestError(
+        422,
+        `the container image upload is not a tar archive (${(error as Error).message}): upload an OCI layout as a tar (skopeo copy IMAGE oci-archive:FILE) or a docker save archive`,
+      );
     }
-    const has = (f: string) => stat(join(workDir, f)).then(() => true, () => false);
+    const has = (f: string) =>
+      stat(join(workDir, f)).then(
+        () => true,
+        () => false,
+      );
     let top: Descriptor;
     if (await has("index.json")) {
       const { value: index } = await readJsonMember<Manifest>(join(workDir, "index.json"), "index.json");
       const manifests = index.manifests ?? [];
       if (manifests.length !== 1) {
-        throw new RequestError(422, `the OCI layout's index.json lists ${manifests.length} manifests: upload a layout with exactly one image (or one image index)`);
+        throw new RequestError(
+          422,
+          `the OCI layout's index.json lists ${manifests.length} manifests: upload a layout with exactly one image (or one image index)`,
+        );
       }
       top = manifests[0]!;
       await new Pusher(registry, repository, workDir).push(top, tag);
@@ -194,7 +226,10 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
       await registry.pushManifest(repository, tag, OCI_MANIFEST, manifest);
       top = { mediaType: OCI_MANIFEST, digest: `sha256:${createHash("sha256").update(manifest).digest("hex")}`, size: manifest.length };
     } else {
-      throw new RequestError(422, "the container image archive has neither index.json (OCI layout) nor manifest.json (docker save): upload skopeo copy IMAGE oci-archive:FILE or docker save IMAGE -o FILE");
+      throw new RequestError(
+        422,
+        "the container image archive has neither index.json (OCI layout) nor manifest.json (docker save): upload skopeo copy IMAGE oci-archive:FILE or docker save IMAGE -o FILE",
+      );
     }
     return { digest: top.digest, url: `${pullHost}/${repository}@${top.digest}` };
   } finally {

@@ -133,7 +133,10 @@ export class ApiServer {
   /** The build's OS images, announced by ConfigMaps in the API's namespace (common/os-images.ts); none when they cannot be read. */
   private async builtOsImages(): Promise<BuiltOsImage[]> {
     try {
-      const list = await this.o.clients.core.listNamespacedConfigMap({ namespace: this.o.namespace, labelSelector: `${BUILT_OS_IMAGE_LABEL}=${BUILT_OS_IMAGE_LABEL_VALUE}` });
+      const list = await this.o.clients.core.listNamespacedConfigMap({
+        namespace: this.o.namespace,
+        labelSelector: `${BUILT_OS_IMAGE_LABEL}=${BUILT_OS_IMAGE_LABEL_VALUE}`,
+      });
       return list.items.flatMap((cm) => readBuiltOsImage(cm.data) ?? []).sort((a, b) => a.name.localeCompare(b.name));
     } catch (error) {
       this.o.log.warn("cannot list the build's OS images", { namespace: this.o.namespace, error: String(error) });
@@ -166,7 +169,11 @@ export class ApiServer {
         return this.o.uploads.handle(req, res, user);
       }
       const id = UPLOAD_URL.exec(req.url ?? "")?.[1];
-      if (!id) throw new RequestError(404, `no such upload: ${req.url}; an upload's URL is ${UPLOADS_PATH}/ID as its creation's Location gave it, with nothing after the id`);
+      if (!id)
+        throw new RequestError(
+          404,
+          `no such upload: ${req.url}; an upload's URL is ${UPLOADS_PATH}/ID as its creation's Location gave it, with nothing after the id`,
+        );
       const owner = await this.o.uploads.owner(id);
       if (owner !== user) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${user}`);
       return this.o.uploads.handle(req, res, user, id);
@@ -194,11 +201,33 @@ export class ApiServer {
         await this.check(req, LIST_UPLOADS);
         const base = this.o.filesBase(req.headers.host);
         const images = (await this.o.uploads.list()).filter((u) => u.kind === "os-image" && u.state === "published").map((u) => withUrls(u, base));
-        const uploaded = images.map((u) => ({ name: u.name, url: u.url, checksum: u.checksumUrl, checksumType: "sha256", sha256: u.sha256, format: u.format, size: u.size, published: u.finished, source: "upload" }));
+        const uploaded = images.map((u) => ({
+          name: u.name,
+          url: u.url,
+          checksum: u.checksumUrl,
+          checksumType: "sha256",
+          sha256: u.sha256,
+          format: u.format,
+          size: u.size,
+          published: u.finished,
+          source: "upload",
+        }));
         // The build's own (the compute nodes' image), unless an upload of the same name is served in its place.
         const built = (await this.builtOsImages()).filter((b) => !uploaded.some((u) => u.name === b.name));
         return sendJson(res, 200, {
-          items: [...uploaded, ...built.map((b) => ({ name: b.name, url: `${base}${b.path}`, checksum: `${base}${b.path}.sha256sum`, checksumType: "sha256", sha256: b.sha256, format: b.format, size: b.size, source: "build" }))],
+          items: [
+            ...uploaded,
+            ...built.map((b) => ({
+              name: b.name,
+              url: `${base}${b.path}`,
+              checksum: `${base}${b.path}.sha256sum`,
+              checksumType: "sha256",
+              sha256: b.sha256,
+              format: b.format,
+              size: b.size,
+              source: "build",
+            })),
+          ],
         });
       }
       case `${API}/provisionings`:

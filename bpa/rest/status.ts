@@ -4,7 +4,17 @@
  * the BareMetalHosts. Nothing is kept here: the operator's status is the record.
  */
 import type { V1Job } from "@kubernetes/client-node";
-import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../api/constants.js";
+import {
+  BMH_PLURAL,
+  BPA_GROUP,
+  BPA_VERSION,
+  LABEL_COMPONENT,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+  METAL3_GROUP,
+  METAL3_VERSION,
+  PROVISIONING_PLURAL,
+} from "../api/constants.js";
 import type { BareMetalHost, Provisioning } from "../api/types.js";
 import { statusCode, type Clients } from "../runtime/kube.js";
 
@@ -55,7 +65,9 @@ function jobState(job: V1Job): JobState {
 }
 
 export async function listProvisionings(c: Clients): Promise<ProvisioningStatusView[]> {
-  const list = (await c.custom.listCustomObjectForAllNamespaces({ group: BPA_GROUP, version: BPA_VERSION, plural: PROVISIONING_PLURAL })) as { items: Provisioning[] };
+  const list = (await c.custom.listCustomObjectForAllNamespaces({ group: BPA_GROUP, version: BPA_VERSION, plural: PROVISIONING_PLURAL })) as {
+    items: Provisioning[];
+  };
   const jobs = await c.batch.listJobForAllNamespaces({ labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=install` });
   const jobByKey = new Map(jobs.items.map((j) => [`${j.metadata!.namespace}/${j.metadata!.name}`, j]));
   return list.items
@@ -69,9 +81,19 @@ export async function listProvisionings(c: Clients): Promise<ProvisioningStatusV
         name: p.metadata.name ?? "",
         phase: s.phase ?? "Pending",
         ...(ready ? { ready: { status: ready.status, reason: ready.reason, message: ready.message } } : {}),
-        conditions: (s.conditions ?? []).map(({ type, status, reason, message, lastTransitionTime }) => ({ type, status, reason, message, lastTransitionTime })),
+        conditions: (s.conditions ?? []).map(({ type, status, reason, message, lastTransitionTime }) => ({
+          type,
+          status,
+          reason,
+          message,
+          lastTransitionTime,
+        })),
         hosts: (s.assignedHosts ?? []).map(({ name, namespace, role, ip, mac }) => ({ name, namespace, role, ip, mac })),
-        ...(job ? { installJob: jobState(job) } : s.installJob ? { installJob: { name: s.installJob, state: "pending" as const, message: "the Job is gone (pruned or not yet seen)" } } : {}),
+        ...(job
+          ? { installJob: jobState(job) }
+          : s.installJob
+            ? { installJob: { name: s.installJob, state: "pending" as const, message: "the Job is gone (pruned or not yet seen)" } }
+            : {}),
         ...(s.kubeconfigSecret ? { kubeconfigSecret: s.kubeconfigSecret } : {}),
         podAgents: s.podAgents ?? [],
         ...(p.metadata.creationTimestamp ? { created: new Date(p.metadata.creationTimestamp as unknown as string).toISOString() } : {}),
@@ -84,7 +106,9 @@ export async function listProvisionings(c: Clients): Promise<ProvisioningStatusV
 export async function listHosts(c: Clients): Promise<HostView[]> {
   let items: BareMetalHost[];
   try {
-    items = ((await c.custom.listCustomObjectForAllNamespaces({ group: METAL3_GROUP, version: METAL3_VERSION, plural: BMH_PLURAL })) as { items: BareMetalHost[] }).items;
+    items = (
+      (await c.custom.listCustomObjectForAllNamespaces({ group: METAL3_GROUP, version: METAL3_VERSION, plural: BMH_PLURAL })) as { items: BareMetalHost[] }
+    ).items;
   } catch (error) {
     if (statusCode(error) === 404) return [];
     throw error;

@@ -128,7 +128,9 @@ export class Uploads {
       if (m.kind && m.name) this.claims.set(key(m.kind as Kind, m.name), upload.id);
       // Complete before a restart, but not yet published: finish it now.
       if (upload.size !== undefined && upload.offset === upload.size) {
-        void this.finish(upload).catch((error: unknown) => this.o.log.warn("finishing an upload after a restart failed", { id: upload.id, error: String(error) }));
+        void this.finish(upload).catch((error: unknown) =>
+          this.o.log.warn("finishing an upload after a restart failed", { id: upload.id, error: String(error) }),
+        );
       }
     }
     this.expiryTimer = setInterval(() => void this.removeExpired(), 10 * 60_000);
@@ -171,11 +173,17 @@ export class Uploads {
     }
     const size = upload.size;
     if (size > this.o.maxUploadBytes) {
-      throw tusError(413, `${request.kind} "${request.name}" is ${human(size)} (${size} bytes), over this appliance's limit of ${human(this.o.maxUploadBytes)}: split it, or raise the limit (BPA_API_MAX_UPLOAD_BYTES of Deployment bpa-system/bpa-api)`);
+      throw tusError(
+        413,
+        `${request.kind} "${request.name}" is ${human(size)} (${size} bytes), over this appliance's limit of ${human(this.o.maxUploadBytes)}: split it, or raise the limit (BPA_API_MAX_UPLOAD_BYTES of Deployment bpa-system/bpa-api)`,
+      );
     }
     const holder = this.claims.get(key(request.kind, request.name));
     if (holder && (this.creating.has(holder) || (await this.datastore.getUpload(holder).catch(() => undefined)))) {
-      throw tusError(409, `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`);
+      throw tusError(
+        409,
+        `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`,
+      );
     }
     const unpacked = request.kind === "container-image" ? size : 0; // the archive is unpacked before the push
     let pending = 0; // the bytes still to come of every upload in progress, and the unpacking of their images
@@ -203,7 +211,10 @@ export class Uploads {
     if (!failedWrite) return undefined;
     const free = await this.o.store.freeBytes().catch(() => Number.NaN);
     if (!(free < 1024 * 1024)) return undefined;
-    return tusError(507, `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) or other files, then resume (HEAD for the offset)`);
+    return tusError(
+      507,
+      `the upload store is full (${human(free)} free): the bytes received so far are kept; remove unneeded uploads (DELETE ${this.o.path}/ID) or other files, then resume (HEAD for the offset)`,
+    );
   }
 
   /** id -> the verification and publication under way (a retried last PATCH joins it). */
@@ -242,7 +253,10 @@ export class Uploads {
       await this.o.store.writeRecord(record);
       const actual = await sha256File(source);
       if (actual !== record.sha256) {
-        throw new RequestError(422, `sha256 mismatch for ${record.kind} "${record.name}": the client stated ${record.sha256}, the ${record.size} bytes received have ${actual}; nothing was published and the upload is removed: check the file and upload it again`);
+        throw new RequestError(
+          422,
+          `sha256 mismatch for ${record.kind} "${record.name}": the client stated ${record.sha256}, the ${record.size} bytes received have ${actual}; nothing was published and the upload is removed: check the file and upload it again`,
+        );
       }
       this.busy.set(upload.id, "publishing");
       if (record.kind === "container-image") {
@@ -313,7 +327,9 @@ export class Uploads {
       });
     }
     // Records still processing are listed above, as uploads in progress.
-    const finished = (await this.o.store.readRecords()).filter((r) => !PROCESSING.includes(r.state)).sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
+    const finished = (await this.o.store.readRecords())
+      .filter((r) => !PROCESSING.includes(r.state))
+      .sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
     // A later upload of the same kind and name replaced an earlier one.
     const latest = new Map<string, string>();
     for (const r of finished) if (r.state === "published") latest.set(key(r.kind, r.name), r.id);

@@ -75,9 +75,10 @@ export class LeaderElector {
       if (await this.tryAcquireOrRenew()) continue;
       if (this.now() - this.lastRenew > this.o.renewDeadlineSeconds * 1000 || this.observed?.holder !== this.identity) {
         this.leading = false;
-        const reason = this.observed?.holder && this.observed.holder !== this.identity
-          ? `lease taken by ${this.observed.holder}`
-          : `could not renew the lease within ${this.o.renewDeadlineSeconds}s`;
+        const reason =
+          this.observed?.holder && this.observed.holder !== this.identity
+            ? `lease taken by ${this.observed.holder}`
+            : `could not renew the lease within ${this.o.renewDeadlineSeconds}s`;
         log.warn("lost leadership", { reason });
         callbacks.onStoppedLeading(reason);
         return;
@@ -166,9 +167,7 @@ export class LeaderElector {
         holderIdentity: this.identity,
         leaseDurationSeconds,
         renewTime: microTime(now) as unknown as Date,
-        ...(mine
-          ? {}
-          : { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }),
+        ...(mine ? {} : { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }),
       },
     };
     try {

@@ -11,10 +11,8 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
-export function makeLogger(
-  options: { level?: Level; json?: boolean; fields?: Record<string, unknown>; write?: (line: string) => void } = {},
-): Logger {
-  const level = options.level ?? ((process.env.BPA_LOG_LEVEL as Level | undefined) ?? "info");
+export function makeLogger(options: { level?: Level; json?: boolean; fields?: Record<string, unknown>; write?: (line: string) => void } = {}): Logger {
+  const level = options.level ?? (process.env.BPA_LOG_LEVEL as Level | undefined) ?? "info";
   const json = options.json ?? process.env.BPA_LOG_FORMAT === "json";
   const write = options.write ?? ((line: string) => process.stderr.write(`${line}\n`));
   const base = options.fields ?? {};

@@ -16,4 +16,3 @@ export function jobState(job: V1Job): JobState {
   if (complete) return { state: "succeeded", reason: complete.reason ?? "Complete", message: complete.message ?? "" };
   return { state: "running", reason: "Running", message: "" };
 }
-

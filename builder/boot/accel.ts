@@ -23,7 +23,9 @@ export async function chooseAccel(probeArgs: string[], override?: Accel): Promis
   }
   const bootId = (await readFile("/proc/sys/kernel/random/boot_id", "utf8")).trim();
   const cacheFile = join(cacheRoot(), "kvm-probe.json");
-  const cached = await readFile(cacheFile, "utf8").then(JSON.parse).catch(() => undefined);
+  const cached = await readFile(cacheFile, "utf8")
+    .then(JSON.parse)
+    .catch(() => undefined);
   if (cached?.bootId === bootId) return cached.accel;
 
   log("boot-test", "probing KVM (booting the image for up to 30 s)");
@@ -52,7 +54,8 @@ export function probeMachine(args: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const [option, value] = [args[i]!, args[i + 1] ?? ""];
-    const dropped = option === "-chardev" || option === "-serial" || option === "-netdev" || option === "-nic" || (option === "-device" && /^virtio-net-pci\b/.test(value));
+    const dropped =
+      option === "-chardev" || option === "-serial" || option === "-netdev" || option === "-nic" || (option === "-device" && /^virtio-net-pci\b/.test(value));
     if (dropped) i++;
     else out.push(option);
   }

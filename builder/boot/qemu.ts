@@ -108,12 +108,17 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
     const backingFormat = imageKind(options.image) === "qcow2" ? "qcow2" : "raw";
     if (!(await exists(overlay))) {
       await execa("qemu-img", ["create", "-q", "-f", "qcow2", "-b", options.image, "-F", backingFormat, overlay, options.diskSize ?? "16G"]).catch((error) => {
-        throw new UserError(`cannot use ${options.image} as a boot disk: ${error.stderr || error.message}`, "pass an image built by 'icn-bootstrap build' (.img or .qcow2)");
+        throw new UserError(
+          `cannot use ${options.image} as a boot disk: ${error.stderr || error.message}`,
+          "pass an image built by 'icn-bootstrap build' (.img or .qcow2)",
+        );
       });
     }
     const machine = await machineArgs(options, overlay, work);
     const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
-    const result = await watchConsole([...accelArgs(accel, options.tcgMultiThread), ...machine], consolePath(work), options, accel, () => rm(work, { recursive: true, force: true }));
+    const result = await watchConsole([...accelArgs(accel, options.tcgMultiThread), ...machine], consolePath(work), options, accel, () =>
+      rm(work, { recursive: true, force: true }),
+    );
     keep = Boolean(result.stop);
     return result;
   } finally {
@@ -133,7 +138,20 @@ function accelArgs(accel: Accel, multiThread = false): string[] {
 }
 
 async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
-  const args = ["-machine", "q35", "-smp", String(options.cpus ?? 2), "-m", String(options.memoryMiB ?? 2048), "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot"];
+  const args = [
+    "-machine",
+    "q35",
+    "-smp",
+    String(options.cpus ?? 2),
+    "-m",
+    String(options.memoryMiB ?? 2048),
+    "-nodefaults",
+    "-display",
+    "none",
+    "-monitor",
+    "none",
+    "-no-reboot",
+  ];
   args.push("-chardev", `file,id=console,path=${consolePath(work)}`, "-serial", "chardev:console");
   if (options.firmware === "uefi") {
     const vars = join(work, "OVMF_VARS.fd");
@@ -141,13 +159,31 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     args.push("-drive", `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, "-drive", `if=pflash,format=raw,file=${vars}`);
   }
   if (imageKind(options.image) === "usb") {
-    args.push("-device", "qemu-xhci,id=xhci", "-drive", `if=none,id=stick,format=qcow2,file=${overlay}`, "-device", `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=${options.cdrom ? 1 : 0}${options.serial ? `,serial=${options.serial}` : ""}`);
+    args.push(
+      "-device",
+      "qemu-xhci,id=xhci",
+      "-drive",
+      `if=none,id=stick,format=qcow2,file=${overlay}`,
+      "-device",
+      `usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=${options.cdrom ? 1 : 0}${options.serial ? `,serial=${options.serial}` : ""}`,
+    );
   } else {
-    args.push("-drive", `if=none,id=disk,format=qcow2,file=${overlay}`, "-device", `virtio-blk-pci,drive=disk${options.networkBoot || options.cdrom ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`);
+    args.push(
+      "-drive",
+      `if=none,id=disk,format=qcow2,file=${overlay}`,
+      "-device",
+      `virtio-blk-pci,drive=disk${options.networkBoot || options.cdrom ? "" : ",bootindex=0"}${options.serial ? `,serial=${options.serial}` : ""}`,
+    );
   }
-  if (options.cdrom) args.push("-drive", `if=none,id=cd,media=cdrom,readonly=on,format=raw,file=${options.cdrom}`, "-device", "ide-cd,drive=cd,bus=ide.0,bootindex=0");
+  if (options.cdrom)
+    args.push("-drive", `if=none,id=cd,media=cdrom,readonly=on,format=raw,file=${options.cdrom}`, "-device", "ide-cd,drive=cd,bus=ide.0,bootindex=0");
   if (options.tap) {
-    args.push("-netdev", `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}${options.firmwarePxe ? ",romfile=" : ""}`);
+    args.push(
+      "-netdev",
+      `tap,id=tapnet,ifname=${options.tap.ifname},script=no,downscript=no`,
+      "-device",
+      `virtio-net-pci,netdev=tapnet,mac=${options.tap.mac}${options.networkBoot ? ",bootindex=0" : ""}${options.firmwarePxe ? ",romfile=" : ""}`,
+    );
   } else {
     // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
     const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
@@ -155,13 +191,28 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   }
   (options.extraDisks ?? []).forEach((disk, i) => {
     const { file, serial } = typeof disk === "string" ? { file: disk, serial: undefined } : disk;
-    args.push("-drive", `if=none,id=extra${i},format=${file.endsWith(".qcow2") ? "qcow2" : "raw"},file=${file}`, "-device", `virtio-blk-pci,drive=extra${i}${serial ? `,serial=${serial}` : ""}`);
+    args.push(
+      "-drive",
+      `if=none,id=extra${i},format=${file.endsWith(".qcow2") ? "qcow2" : "raw"},file=${file}`,
+      "-device",
+      `virtio-blk-pci,drive=extra${i}${serial ? `,serial=${serial}` : ""}`,
+    );
   });
   (options.extraTaps ?? []).forEach((tap, i) =>
-    args.push("-netdev", `tap,id=extratap${i},ifname=${tap.ifname},script=no,downscript=no`, "-device", `virtio-net-pci,netdev=extratap${i},addr=0x${tap.pciSlot.toString(16)},mac=${tap.mac}`),
+    args.push(
+      "-netdev",
+      `tap,id=extratap${i},ifname=${tap.ifname},script=no,downscript=no`,
+      "-device",
+      `virtio-net-pci,netdev=extratap${i},addr=0x${tap.pciSlot.toString(16)},mac=${tap.mac}`,
+    ),
   );
   (options.extraNics ?? []).forEach((nic, i) =>
-    args.push("-netdev", `user,id=extranet${i},restrict=on,net=192.168.${100 + i}.0/24`, "-device", `virtio-net-pci,netdev=extranet${i},addr=0x${nic.pciSlot.toString(16)}${nic.mac ? `,mac=${nic.mac}` : ""}`),
+    args.push(
+      "-netdev",
+      `user,id=extranet${i},restrict=on,net=192.168.${100 + i}.0/24`,
+      "-device",
+      `virtio-net-pci,netdev=extranet${i},addr=0x${nic.pciSlot.toString(16)}${nic.mac ? `,mac=${nic.mac}` : ""}`,
+    ),
   );
   return args;
 }
@@ -186,7 +237,10 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
     timedOut = true;
     child.kill("SIGKILL");
   }, options.timeoutSeconds * 1000);
-  const progress = setInterval(() => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`), 30_000);
+  const progress = setInterval(
+    () => log("boot-test", `waiting for the ready marker… ${Math.round((Date.now() - started) / 1000)}s; console: ${lastLines.at(-1)?.slice(0, 100) ?? ""}`),
+    30_000,
+  );
   let signalReady: () => void = () => undefined;
   const readyForCaller = new Promise<void>((resolve) => (signalReady = resolve));
   const tail = new ConsoleTail(consoleFile, (line) => {
@@ -237,7 +291,13 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   await tail.stop(); // the last lines QEMU wrote, the ready marker perhaps among them
   if (!readyLine && !failure && !powerCut) {
     const seen = markerLines.length ? ` (console lines naming ICN-BOOTSTRAP: ${markerLines.join(" | ")})` : "";
-    failure = timedOut ? `no ready marker within ${options.timeoutSeconds}s${seen}` : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "").trim().split("\n").slice(-3).join(" ")}`;
+    failure = timedOut
+      ? `no ready marker within ${options.timeoutSeconds}s${seen}`
+      : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "")
+          .trim()
+          .split("\n")
+          .slice(-3)
+          .join(" ")}`;
   }
   return { ready: Boolean(readyLine) && !failure, powerCut, readyLine, failure, seconds, accel, lastLines };
 }

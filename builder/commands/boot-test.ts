@@ -23,19 +23,25 @@ options:
   --memory MIB          guest memory (default: 2048)
   --accel kvm|tcg       skip the KVM probe`,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("boot-test", argv, {
-      firmware: { type: "string" },
-      timeout: { type: "string" },
-      memory: { type: "string" },
-      accel: { type: "string" },
-    }, true);
+    const { values, positionals } = parseCommandArgs(
+      "boot-test",
+      argv,
+      {
+        firmware: { type: "string" },
+        timeout: { type: "string" },
+        memory: { type: "string" },
+        accel: { type: "string" },
+      },
+      true,
+    );
     if (positionals.length !== 1) throw new UserError("boot-test needs exactly one IMAGE", "e.g. icn-bootstrap boot-test out/icn-bootstrap.qcow2");
     const image = resolve(positionals[0]!);
     await access(image).catch(() => {
       throw new UserError(`image ${image} does not exist`, "build it first with 'icn-bootstrap build'");
     });
     const firmware = (values.firmware ?? (image.endsWith(".qcow2") ? "bios" : "uefi")) as Firmware;
-    if (firmware !== "bios" && firmware !== "uefi") throw new UserError(`--firmware: '${firmware}' is not bios or uefi`, "use --firmware bios or --firmware uefi");
+    if (firmware !== "bios" && firmware !== "uefi")
+      throw new UserError(`--firmware: '${firmware}' is not bios or uefi`, "use --firmware bios or --firmware uefi");
     const accel = values.accel as Accel | undefined;
     if (accel && accel !== "kvm" && accel !== "tcg") throw new UserError(`--accel: '${accel}' is not kvm or tcg`, "use --accel kvm or --accel tcg");
     const timeoutSeconds = positiveNumber(values.timeout ?? "900", "--timeout");
@@ -43,7 +49,10 @@ options:
     log("boot-test", `booting ${image} (${firmware}), timeout ${timeoutSeconds}s`);
     const result = await bootImage({ image, firmware, timeoutSeconds, memoryMiB, accel });
     if (!result.ready) {
-      throw new UserError(`${image} did not become ready (${firmware}, ${result.accel}): ${result.failure}\nlast console lines:\n  ${result.lastLines.slice(-20).join("\n  ")}`, "read the console lines above; 'journalctl -b -u <unit>' inside the appliance names the failed step");
+      throw new UserError(
+        `${image} did not become ready (${firmware}, ${result.accel}): ${result.failure}\nlast console lines:\n  ${result.lastLines.slice(-20).join("\n  ")}`,
+        "read the console lines above; 'journalctl -b -u <unit>' inside the appliance names the failed step",
+      );
     }
     console.log(`ready after ${result.seconds.toFixed(1)}s (${firmware}, ${result.accel}): ${result.readyLine}`);
   },

@@ -53,10 +53,16 @@ DIR/<name>.report.json, DIR/<name>.contents.txt (what 'icn-bootstrap verify' che
 };
 
 export function parseFormats(text: string): OutputFormat[] {
-  const formats = text.split(",").map((f) => f.trim()).filter(Boolean);
+  const formats = text
+    .split(",")
+    .map((f) => f.trim())
+    .filter(Boolean);
   const bad = formats.filter((f) => !(OUTPUT_FORMATS as readonly string[]).includes(f));
   if (bad.length > 0 || formats.length === 0) {
-    throw new UserError(`--format: unknown format ${bad.map((b) => `'${b}'`).join(", ") || "(empty)"}`, `use one or more of ${OUTPUT_FORMATS.join(", ")}, comma-separated`);
+    throw new UserError(
+      `--format: unknown format ${bad.map((b) => `'${b}'`).join(", ") || "(empty)"}`,
+      `use one or more of ${OUTPUT_FORMATS.join(", ")}, comma-separated`,
+    );
   }
   return [...new Set(formats)] as OutputFormat[];
 }

@@ -35,12 +35,18 @@ export const fetchCommand: Command = {
     });
     const profile = Profile.safeParse(values.profile);
     if (!profile.success) throw new UserError(`fetch: unknown profile '${values.profile}'`, "use --profile default or --profile upstream");
-    const only = values.only?.split(",").map((s) => s.trim()).filter(Boolean);
+    const only = values.only
+      ?.split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
     const started = Date.now();
     const results = await ensureArtifacts({ lockPath: values.lock ? resolve(values.lock) : DEFAULT_LOCK, only, profile: profile.data });
     console.log(formatTable(results));
     const built = results.filter((r) => r.status !== "cached").length;
-    log("fetch", `${results.length} artifacts, ${results.length - built} from the cache, ${built} built or downloaded, in ${formatSeconds(Date.now() - started)}`);
+    log(
+      "fetch",
+      `${results.length} artifacts, ${results.length - built} from the cache, ${built} built or downloaded, in ${formatSeconds(Date.now() - started)}`,
+    );
     for (const r of results.filter((r) => r.repaired)) log("fetch", `${r.name}: repaired (${r.repaired})`);
   },
 };
@@ -48,8 +54,22 @@ export const fetchCommand: Command = {
 export function formatTable(results: ArtifactResult[]): string {
   const rows = [
     ["NAME", "SOURCE", "VERSION", "SHA256", "SIZE", "STATUS"],
-    ...results.map((r) => [r.name, r.source, r.version, r.sha256.slice(0, 12), formatBytes(r.size), r.status === "cached" ? "cached" : `${r.status}${r.repaired ? " (repaired)" : ""} ${formatSeconds(r.seconds * 1000)}`]),
+    ...results.map((r) => [
+      r.name,
+      r.source,
+      r.version,
+      r.sha256.slice(0, 12),
+      formatBytes(r.size),
+      r.status === "cached" ? "cached" : `${r.status}${r.repaired ? " (repaired)" : ""} ${formatSeconds(r.seconds * 1000)}`,
+    ]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }

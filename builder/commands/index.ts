@@ -9,4 +9,14 @@ import { siteCommand } from "./site.js";
 import { uploadCommand } from "./upload.js";
 import { verifyCommand } from "./verify.js";
 
-export const commands: Command[] = [buildCommand, lockCommand, lockArtifactsCommand, lockImagesCommand, fetchCommand, bootTestCommand, verifyCommand, siteCommand, uploadCommand];
+export const commands: Command[] = [
+  buildCommand,
+  lockCommand,
+  lockArtifactsCommand,
+  lockImagesCommand,
+  fetchCommand,
+  bootTestCommand,
+  verifyCommand,
+  siteCommand,
+  uploadCommand,
+];

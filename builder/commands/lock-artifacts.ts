@@ -64,8 +64,15 @@ export const lockArtifactsCommand: Command = {
     const also = values["also-kubernetes"] ?? [];
     const bad = also.find((v) => !/^v\d+\.\d+\.\d+$/.test(v));
     if (bad) throw new UserError(`--also-kubernetes: '${bad}' is not a Kubernetes release`, "write it as vMAJOR.MINOR.PATCH, e.g. --also-kubernetes v1.35.3");
-    if (also.length && (values.kubernetes || values.etcd || values.coredns)) throw new UserError("--also-kubernetes pins extra versions only", "run it separately from --kubernetes, --etcd and --coredns");
-    const artifacts = await lockArtifacts({ lockPath, kubernetes: values.kubernetes, etcd: values.etcd, coredns: values.coredns, ...(also.length ? { alsoKubernetes: also } : {}) });
+    if (also.length && (values.kubernetes || values.etcd || values.coredns))
+      throw new UserError("--also-kubernetes pins extra versions only", "run it separately from --kubernetes, --etcd and --coredns");
+    const artifacts = await lockArtifacts({
+      lockPath,
+      kubernetes: values.kubernetes,
+      etcd: values.etcd,
+      coredns: values.coredns,
+      ...(also.length ? { alsoKubernetes: also } : {}),
+    });
     for (const [name, entry] of Object.entries(artifacts)) {
       log("lock", `${name}: ${entry.source === "gomod" ? `${entry.module} ${entry.version}` : entry.url}`);
     }

@@ -44,7 +44,12 @@ pins its binaries). Repeatable.
 --upstream additionally resolves the upstream digest of every listed reference
 (skopeo inspect; needs access to the upstream registries) into upstreamDigest.`,
   async run(argv) {
-    const { values } = parseCommandArgs("lock-images", argv, { definition: { type: "string" }, "keep-packages": { type: "boolean" }, upstream: { type: "boolean" }, "also-kubernetes": { type: "string", multiple: true } });
+    const { values } = parseCommandArgs("lock-images", argv, {
+      definition: { type: "string" },
+      "keep-packages": { type: "boolean" },
+      upstream: { type: "boolean" },
+      "also-kubernetes": { type: "string", multiple: true },
+    });
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
     const definition = withExtraKubernetes(await loadDefinition(definitionPath), values["also-kubernetes"] ?? []);
@@ -54,7 +59,15 @@ pins its binaries). Repeatable.
       const previous = await loadPreviousLock(lockPath);
       const resolution = await readArchives(sourcesFor(definition, previous, {}));
       const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
-      printImageMoves({ base: lock.images?.debian.base.packages ?? {}, toolchain: lock.images?.debian.toolchain.packages ?? {}, os: osPackagesOf(lock.images), own: ownPackagesOf(lock.images) }, images);
+      printImageMoves(
+        {
+          base: lock.images?.debian.base.packages ?? {},
+          toolchain: lock.images?.debian.toolchain.packages ?? {},
+          os: osPackagesOf(lock.images),
+          own: ownPackagesOf(lock.images),
+        },
+        images,
+      );
       lock = { ...lock, images };
       await saveLock(lockPath, lock);
     } else {
@@ -65,8 +78,19 @@ pins its binaries). Repeatable.
         const resolution = await readArchives(sourcesFor(definition, await loadPreviousLock(lockPath), {}));
         const os = { ...(lock.images.debian.os ?? {}), ...(unpinned.length ? await resolveOsSets(definition, unpinned, lock, resolution, stagesDir()) : {}) };
         const own = { ...(lock.images.debian.own ?? {}), ...(unpinnedRoots.length ? await resolveOwnSets(unpinnedRoots, lock, resolution, stagesDir()) : {}) };
-        const images = { ...lock.images, debian: { ...lock.images.debian, ...(Object.keys(os).length ? { os } : {}), ...(Object.keys(own).length ? { own } : {}) } };
-        printImageMoves({ base: lock.images.debian.base.packages, toolchain: lock.images.debian.toolchain.packages, os: osPackagesOf(lock.images), own: ownPackagesOf(lock.images) }, images);
+        const images = {
+          ...lock.images,
+          debian: { ...lock.images.debian, ...(Object.keys(os).length ? { os } : {}), ...(Object.keys(own).length ? { own } : {}) },
+        };
+        printImageMoves(
+          {
+            base: lock.images.debian.base.packages,
+            toolchain: lock.images.debian.toolchain.packages,
+            os: osPackagesOf(lock.images),
+            own: ownPackagesOf(lock.images),
+          },
+          images,
+        );
         lock = { ...lock, images };
         await saveLock(lockPath, lock);
       }
@@ -89,12 +113,23 @@ export function ownPackagesOf(images: LockFile["images"]): Record<string, Pinned
 }
 
 /** Prints what moved in the images' sets (old -> new); true when anything did. */
-export function printImageMoves(before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore>; own?: Record<string, PinnedBefore> }, images: NonNullable<LockFile["images"]>): boolean {
+export function printImageMoves(
+  before: { base: PinnedBefore; toolchain: PinnedBefore; os?: Record<string, PinnedBefore>; own?: Record<string, PinnedBefore> },
+  images: NonNullable<LockFile["images"]>,
+): boolean {
   const sets: [string, PinnedBefore, Record<string, PinnedPackage>][] = [
     ["base", before.base, images.debian.base.packages],
     ["toolchain", before.toolchain, images.debian.toolchain.packages],
-    ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [`os.${name}`, before.os?.[name] ?? {}, set.packages]),
-    ...Object.entries(images.debian.own ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [`own.${name}`, before.own?.[name] ?? {}, set.packages]),
+    ...Object.entries(images.debian.os ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [
+      `os.${name}`,
+      before.os?.[name] ?? {},
+      set.packages,
+    ]),
+    ...Object.entries(images.debian.own ?? {}).map(([name, set]): [string, PinnedBefore, Record<string, PinnedPackage>] => [
+      `own.${name}`,
+      before.own?.[name] ?? {},
+      set.packages,
+    ]),
   ];
   let any = false;
   for (const [name, old, now] of sets) {
@@ -133,7 +168,11 @@ async function recordUpstreamDigests(definition: ApplianceDefinition): Promise<v
   for (const image of await loadSeedLists(lists)) {
     if (image.ref.startsWith("bootstrap.icn")) continue;
     const result = await execa("skopeo", ["inspect", "--format", "{{.Digest}}", "--no-tags", `docker://${image.ref}`], { reject: false });
-    if (result.failed) throw new UserError(`${image.list}: cannot resolve ${image.ref} upstream: ${String(result.stderr).trim()}`, "the upstream profile needs access to the image's registry");
+    if (result.failed)
+      throw new UserError(
+        `${image.list}: cannot resolve ${image.ref} upstream: ${String(result.stderr).trim()}`,
+        "the upstream profile needs access to the image's registry",
+      );
     const digests = upstream.get(image.list) ?? {};
     digests[image.ref] = String(result.stdout).trim();
     upstream.set(image.list, digests);

@@ -69,8 +69,13 @@ options:
       },
       true,
     );
-    if (positionals.length > 0 && !values.update) throw new UserError(`lock: unexpected argument${positionals.length > 1 ? "s" : ""} ${positionals.join(" ")}`, "to re-pin single packages: icn-bootstrap lock --update NAME...");
-    if (values.check && (values.update || positionals.length > 0)) throw new UserError("lock: --check does not go with --update", "run them one after the other");
+    if (positionals.length > 0 && !values.update)
+      throw new UserError(
+        `lock: unexpected argument${positionals.length > 1 ? "s" : ""} ${positionals.join(" ")}`,
+        "to re-pin single packages: icn-bootstrap lock --update NAME...",
+      );
+    if (values.check && (values.update || positionals.length > 0))
+      throw new UserError("lock: --check does not go with --update", "run them one after the other");
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
     const definition = await loadDefinition(definitionPath);
@@ -81,7 +86,11 @@ options:
   },
 };
 
-async function resolveAll(definition: ApplianceDefinition, lockPath: string, opts: { mirror?: string; securityMirror?: string; snapshot?: string }): Promise<void> {
+async function resolveAll(
+  definition: ApplianceDefinition,
+  lockPath: string,
+  opts: { mirror?: string; securityMirror?: string; snapshot?: string },
+): Promise<void> {
   const previous = await loadPreviousLock(lockPath);
   const resolution = await readArchives(sourcesFor(definition, previous, opts));
   const debian = await resolveRootfs(definition, resolution, stagesDir());
@@ -107,7 +116,11 @@ async function resolveAll(definition: ApplianceDefinition, lockPath: string, opt
     await recordImageDigests(definition, lock, lockPath);
   }
   await saveLock(lockPath, lock);
-  console.log(`${lockPath}: written (index dates: ${Object.entries(debian.indexes).map(([s, d]) => `${s} ${d}`).join("; ")})`);
+  console.log(
+    `${lockPath}: written (index dates: ${Object.entries(debian.indexes)
+      .map(([s, d]) => `${s} ${d}`)
+      .join("; ")})`,
+  );
 }
 
 /** A v1 lock's versions, shaped like pins for the old -> new listing. */
@@ -120,13 +133,19 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   const indexes = await readIndexes(lock.debian.archives, lock.debian);
   const sets = debianSets(lock);
   const updated: LockFile = structuredClone(lock);
-  const target = Object.fromEntries(debianSets(updated).map((set) => [set.name, set.packages])) as Record<string, Record<string, PinnedPackage>> & { rootfs: Record<string, PinnedPackage> };
+  const target = Object.fromEntries(debianSets(updated).map((set) => [set.name, set.packages])) as Record<string, Record<string, PinnedPackage>> & {
+    rootfs: Record<string, PinnedPackage>;
+  };
   const moved: (Moved & { set: string })[] = [];
   for (const name of names) {
     const holders = sets.filter((s) => name in s.packages);
     const newToRootfs = requestedPackages(definition).includes(name) && !(name in target.rootfs);
     if (holders.length === 0 || newToRootfs) {
-      if (!newToRootfs) throw new UserError(`lock --update: ${name} is neither pinned in ${lockPath} nor listed in the definition`, "to add a package, list it in the definition (debian.packages), then run 'icn-bootstrap lock --update NAME'");
+      if (!newToRootfs)
+        throw new UserError(
+          `lock --update: ${name} is neither pinned in ${lockPath} nor listed in the definition`,
+          "to add a package, list it in the definition (debian.packages), then run 'icn-bootstrap lock --update NAME'",
+        );
       for (const [pkg, pin] of Object.entries(await pinsToAdd(indexes, name, target.rootfs))) {
         target.rootfs[pkg] = pin;
         moved.push({ name: pkg, to: pin.version, suite: pin.suite, set: "rootfs" });
@@ -135,7 +154,11 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
       continue;
     }
     const newest = await newestPin(indexes, name);
-    if (!newest) throw new UserError(`lock --update: no suite of ${lock.debian.archives.map((a) => a.url).join(", ")} lists ${name} any more`, "run 'icn-bootstrap lock' to re-resolve the whole set");
+    if (!newest)
+      throw new UserError(
+        `lock --update: no suite of ${lock.debian.archives.map((a) => a.url).join(", ")} lists ${name} any more`,
+        "run 'icn-bootstrap lock' to re-resolve the whole set",
+      );
     const date = indexes.find((i) => i.suite === newest.suite)!.date;
     const pin: PinnedPackage = { ...newest, ...(date !== lock.debian.indexes[newest.suite] ? { date } : {}) };
     for (const holder of holders) {

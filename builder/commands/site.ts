@@ -57,8 +57,12 @@ A FOLDER holds site.yaml and, optionally, manifests/*.yaml. Needs python3 with P
     if (action === "check") return check(resolve(folder));
     if (action === "write") {
       const given = [target, values.new, values.iso].filter((x) => x !== undefined);
-      if (given.length !== 1) throw new UserError("site write needs exactly one of TARGET, --new FILE and --iso FILE", "e.g. icn-bootstrap site write mysite out/icn-bootstrap.img");
-      return write(resolve(folder), values.new !== undefined ? { newFile: resolve(values.new) } : values.iso !== undefined ? { iso: resolve(values.iso) } : { target: resolve(target!) });
+      if (given.length !== 1)
+        throw new UserError("site write needs exactly one of TARGET, --new FILE and --iso FILE", "e.g. icn-bootstrap site write mysite out/icn-bootstrap.img");
+      return write(
+        resolve(folder),
+        values.new !== undefined ? { newFile: resolve(values.new) } : values.iso !== undefined ? { iso: resolve(values.iso) } : { target: resolve(target!) },
+      );
     }
     throw new UserError(`site: unknown action ${action}`, "the actions are init, check and write");
   },
@@ -67,13 +71,15 @@ A FOLDER holds site.yaml and, optionally, manifests/*.yaml. Needs python3 with P
 async function runSiteScript(args: string[]) {
   await requireTools(["python3"]);
   const result = await execa("python3", [REPO_SITE_SCRIPT, ...args], { reject: false, all: true });
-  if (/No module named 'yaml'/.test(String(result.all))) throw new UserError("python3 has no YAML module (PyYAML)", "install it: sudo apt-get install python3-yaml (or pip install pyyaml)");
+  if (/No module named 'yaml'/.test(String(result.all)))
+    throw new UserError("python3 has no YAML module (PyYAML)", "install it: sudo apt-get install python3-yaml (or pip install pyyaml)");
   return result;
 }
 
 async function init(folder: string, force: boolean): Promise<number> {
   const siteFile = join(folder, "site.yaml");
-  if (!force && (await exists(siteFile))) throw new UserError(`${siteFile} already exists`, "check it with 'icn-bootstrap site check', or pass --force to replace it with the template");
+  if (!force && (await exists(siteFile)))
+    throw new UserError(`${siteFile} already exists`, "check it with 'icn-bootstrap site check', or pass --force to replace it with the template");
   const template = await runSiteScript(["template"]);
   if (template.exitCode !== 0) throw new Error(`site.py template failed: ${template.all}`);
   await mkdir(join(folder, "manifests"), { recursive: true });
@@ -127,7 +133,9 @@ async function write(folder: string, where: { target: string } | { newFile: stri
       const partial = join(dirname(where.newFile), `.${basename(where.newFile)}.partial`);
       await execa("cp", ["--sparse=always", fs, partial]);
       await rename(partial, where.newFile);
-      console.log(`wrote ${where.newFile}: a FAT disk labelled ${SITE_LABEL} with ${files.length} file${files.length === 1 ? "" : "s"}; attach it as a second disk or virtual media`);
+      console.log(
+        `wrote ${where.newFile}: a FAT disk labelled ${SITE_LABEL} with ${files.length} file${files.length === 1 ? "" : "s"}; attach it as a second disk or virtual media`,
+      );
       return 0;
     }
     const site = await sitePartition(where.target);
@@ -135,9 +143,19 @@ async function write(folder: string, where: { target: string } | { newFile: stri
     // The new filesystem is made aside and written in one piece: a failure leaves the old one whole.
     await makeSiteFilesystem(exec, fs, site.sectors * SECTOR, site.guid.replace(/-/g, "").slice(0, 8).toLowerCase(), epoch);
     await writeSiteFiles(exec, fs, files);
-    const result = await execa("dd", [`if=${fs}`, `of=${where.target}`, "bs=1M", `seek=${(site.start * SECTOR) / (1024 * 1024)}`, "conv=notrunc,fsync", "status=none"], { reject: false, all: true });
-    if (result.failed) throw new UserError(`cannot write ${where.target}: ${String(result.all).trim()}`, where.target.startsWith("/dev/") ? "run it as root (sudo), with the stick's partitions unmounted" : "check that the file is writable");
-    console.log(`wrote ${site.number === 0 ? "the site disk" : `the site partition (partition ${site.number}, ${SITE_LABEL}) of`} ${where.target}: ${files.map((f) => f.path).join(", ")}`);
+    const result = await execa(
+      "dd",
+      [`if=${fs}`, `of=${where.target}`, "bs=1M", `seek=${(site.start * SECTOR) / (1024 * 1024)}`, "conv=notrunc,fsync", "status=none"],
+      { reject: false, all: true },
+    );
+    if (result.failed)
+      throw new UserError(
+        `cannot write ${where.target}: ${String(result.all).trim()}`,
+        where.target.startsWith("/dev/") ? "run it as root (sudo), with the stick's partitions unmounted" : "check that the file is writable",
+      );
+    console.log(
+      `wrote ${site.number === 0 ? "the site disk" : `the site partition (partition ${site.number}, ${SITE_LABEL}) of`} ${where.target}: ${files.map((f) => f.path).join(", ")}`,
+    );
     return 0;
   } finally {
     await rm(work, { recursive: true, force: true });
@@ -149,13 +167,21 @@ async function writeIso(files: { path: string; source: string }[], iso: string):
   await requireTools(["xorriso"]);
   const partial = join(dirname(iso), `.${basename(iso)}.partial`);
   const graft = files.map((f) => `${f.path}=${f.source}`);
-  const result = await execa("xorriso", ["-as", "mkisofs", "-quiet", "-V", SITE_LABEL, "-R", "-J", "-graft-points", "-o", partial, ...graft], { reject: false, all: true });
+  const result = await execa("xorriso", ["-as", "mkisofs", "-quiet", "-V", SITE_LABEL, "-R", "-J", "-graft-points", "-o", partial, ...graft], {
+    reject: false,
+    all: true,
+  });
   if (result.failed) {
     await rm(partial, { force: true });
-    throw new UserError(`xorriso could not make ${iso}: ${String(result.all).trim().split("\n").slice(-3).join("; ")}`, "check that the folder's files are readable and the target folder writable");
+    throw new UserError(
+      `xorriso could not make ${iso}: ${String(result.all).trim().split("\n").slice(-3).join("; ")}`,
+      "check that the folder's files are readable and the target folder writable",
+    );
   }
   await rename(partial, iso);
-  console.log(`wrote ${iso}: an ISO 9660 image labelled ${SITE_LABEL} with ${files.length} file${files.length === 1 ? "" : "s"}; attach it as virtual media or a CD drive (read-only: Secret files stay on it)`);
+  console.log(
+    `wrote ${iso}: an ISO 9660 image labelled ${SITE_LABEL} with ${files.length} file${files.length === 1 ? "" : "s"}; attach it as virtual media or a CD drive (read-only: Secret files stay on it)`,
+  );
   return 0;
 }
 
@@ -167,11 +193,16 @@ interface SitePartition {
 }
 
 async function sitePartition(target: string): Promise<SitePartition> {
-  if (!(await exists(target))) throw new UserError(`${target} does not exist`, "give an image built by 'icn-bootstrap build' (out/<name>.img) or a stick's device (/dev/sdX)");
+  if (!(await exists(target)))
+    throw new UserError(`${target} does not exist`, "give an image built by 'icn-bootstrap build' (out/<name>.img) or a stick's device (/dev/sdX)");
   const head = Buffer.alloc(4);
   const handle = await open(target, "r");
   await handle.read(head, 0, 4, 0).finally(() => handle.close());
-  if (head.toString("latin1") === "QFI\xfb") throw new UserError(`${target} is a qcow2 image, whose partitions cannot be written in place`, "make a site disk with 'icn-bootstrap site write FOLDER --new site.img' and attach it to the VM as a second disk");
+  if (head.toString("latin1") === "QFI\xfb")
+    throw new UserError(
+      `${target} is a qcow2 image, whose partitions cannot be written in place`,
+      "make a site disk with 'icn-bootstrap site write FOLDER --new site.img' and attach it to the VM as a second disk",
+    );
   // A site disk of its own (`--new`, a second drive, a stick's partition device): FAT labelled ICN-SITE throughout.
   const probe = await execa("blkid", ["-p", "-o", "export", target], { reject: false });
   const fields = Object.fromEntries(probe.stdout.split("\n").map((l) => l.split("=", 2) as [string, string]));
@@ -185,14 +216,21 @@ async function sitePartition(target: string): Promise<SitePartition> {
     const info = (await execa("sgdisk", ["-i", m[1]!, target])).stdout;
     return { number: Number(m[1]), start: Number(m[2]), sectors: Number(m[3]) - Number(m[2]) + 1, guid: /Partition unique GUID: (\S+)/.exec(info)?.[1] ?? "" };
   }
-  throw new UserError(`${target} has no partition named ${SITE_LABEL}`, "images built before the site partition existed have none: rebuild with 'icn-bootstrap build', or use 'site write FOLDER --new site.img' as a second drive");
+  throw new UserError(
+    `${target} has no partition named ${SITE_LABEL}`,
+    "images built before the site partition existed have none: rebuild with 'icn-bootstrap build', or use 'site write FOLDER --new site.img' as a second drive",
+  );
 }
 
 /** A stick whose partition a laptop mounted would be corrupted by writing under it. */
 async function refuseMounted(target: string): Promise<void> {
   if (!target.startsWith("/dev/")) return;
-  const mounts = (await readFile("/proc/mounts", "utf8")).split("\n").map((l) => l.split(" ")).filter((f) => f[0]?.startsWith(target));
-  if (mounts.length > 0) throw new UserError(`${mounts.map((m) => `${m[0]} is mounted at ${m[1]}`).join(", ")}`, `unmount first: sudo umount ${mounts.map((m) => m[0]).join(" ")}`);
+  const mounts = (await readFile("/proc/mounts", "utf8"))
+    .split("\n")
+    .map((l) => l.split(" "))
+    .filter((f) => f[0]?.startsWith(target));
+  if (mounts.length > 0)
+    throw new UserError(`${mounts.map((m) => `${m[0]} is mounted at ${m[1]}`).join(", ")}`, `unmount first: sudo umount ${mounts.map((m) => m[0]).join(" ")}`);
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -50,16 +50,28 @@ options:
     const { values, positionals } = parseCommandArgs(
       "upload",
       argv,
-      { kind: { type: "string" }, name: { type: "string" }, server: { type: "string" }, token: { type: "string" }, cacert: { type: "string" }, sha256: { type: "string" } },
+      {
+        kind: { type: "string" },
+        name: { type: "string" },
+        server: { type: "string" },
+        token: { type: "string" },
+        cacert: { type: "string" },
+        sha256: { type: "string" },
+      },
       true,
     );
     if (positionals.length !== 1) throw new UserError("upload needs exactly one FILE", "icn-bootstrap upload FILE --kind file --name NAME --server URL");
     const kind = values.kind as Kind | undefined;
     if (!kind || !(KINDS as readonly string[]).includes(kind)) throw new UserError(`--kind ${kind ?? "is missing"}`, `use --kind ${KINDS.join("|")}`);
     if (!values.name) throw new UserError("--name is missing", "the name to publish under, e.g. --name tools/helm-v3.19.0.tar.gz");
-    if (!values.server || !/^https?:\/\//.test(values.server)) throw new UserError(`--server ${values.server ?? "is missing"}`, "the API's URL, e.g. --server https://192.168.1.10:30443");
+    if (!values.server || !/^https?:\/\//.test(values.server))
+      throw new UserError(`--server ${values.server ?? "is missing"}`, "the API's URL, e.g. --server https://192.168.1.10:30443");
     const token = values.token ?? process.env.ICN_BPA_TOKEN;
-    if (!token) throw new UserError("no token", "pass --token or set ICN_BPA_TOKEN, e.g. ICN_BPA_TOKEN=$(kubectl -n bpa-system create token bpa-api-uploader --audience icn-bpa-api)");
+    if (!token)
+      throw new UserError(
+        "no token",
+        "pass --token or set ICN_BPA_TOKEN, e.g. ICN_BPA_TOKEN=$(kubectl -n bpa-system create token bpa-api-uploader --audience icn-bpa-api)",
+      );
     const ca = values.cacert ? await readFile(values.cacert, "utf8") : undefined;
     const file = positionals[0]!;
     try {
@@ -80,11 +92,14 @@ options:
     } catch (error) {
       if (process.stderr.isTTY) process.stderr.write("\n");
       if (error instanceof UploadFailed) {
-        throw new UserError(`upload of ${file} as ${kind} "${values.name}" failed: ${error.message}`, error.status === undefined
+        throw new UserError(
+          `upload of ${file} as ${kind} "${values.name}" failed: ${error.message}`,
+          error.status === undefined
             ? "check --server (https://<appliance>:30443) and the network, then run the same command again: it resumes"
             : error.status < 500
               ? "see the message"
-              : "run the same command again: it resumes where the appliance stopped receiving");
+              : "run the same command again: it resumes where the appliance stopped receiving",
+        );
       }
       throw error;
     }

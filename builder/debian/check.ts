@@ -98,7 +98,12 @@ export function describeAge(age: LockAge): string[] {
   for (const state of ["pool", "snapshot", "cache", "gone"] as const) {
     for (const p of count(state)) lines.push(`    ${state}: ${p.name} ${p.pin.version} (${p.sets.join(", ")})`);
   }
-  lines.push("", age.securityUpdates.length === 0 ? "no newer versions in the security archive" : `${age.securityUpdates.length} pinned packages have a newer version in the security archive:`);
+  lines.push(
+    "",
+    age.securityUpdates.length === 0
+      ? "no newer versions in the security archive"
+      : `${age.securityUpdates.length} pinned packages have a newer version in the security archive:`,
+  );
   for (const u of age.securityUpdates) lines.push(`  ${u.name}: ${u.from} -> ${u.to}`);
   if (age.securityUpdates.length > 0) lines.push(`  take them with: icn-bootstrap lock --update ${age.securityUpdates.map((u) => u.name).join(" ")}`);
   return lines;

@@ -46,10 +46,12 @@ export function locationsOf(pin: PinnedPackage, sources: Pick<DebianSources, "ar
   // A point release copies security updates, byte for byte, from the security pool (pool/updates/main/...)
   // into the main archive's pool (pool/main/...), where they outlive their removal from the security archive.
   if (pin.filename.startsWith("pool/updates/")) {
-    for (const other of sources.archives.filter((a) => a !== archive)) places.push({ source: "pool", url: `${other.url.replace(/\/$/, "")}/${pin.filename.replace(/^pool\/updates\//, "pool/")}` });
+    for (const other of sources.archives.filter((a) => a !== archive))
+      places.push({ source: "pool", url: `${other.url.replace(/\/$/, "")}/${pin.filename.replace(/^pool\/updates\//, "pool/")}` });
   }
   const date = pin.date ?? sources.indexes[pin.suite];
-  if (sources.snapshot && archive && date) places.push({ source: "snapshot", url: `${sources.snapshot.replace(/\/$/, "")}/${archive.snapshotName}/${snapshotTimestamp(date)}/${pin.filename}` });
+  if (sources.snapshot && archive && date)
+    places.push({ source: "snapshot", url: `${sources.snapshot.replace(/\/$/, "")}/${archive.snapshotName}/${snapshotTimestamp(date)}/${pin.filename}` });
   return places;
 }
 
@@ -62,7 +64,10 @@ export function locationsOf(pin: PinnedPackage, sources: Pick<DebianSources, "ar
 export function snapshotTimestamp(indexDate: string): string {
   const when = new Date(Date.parse(indexDate) + 24 * 3600_000);
   if (Number.isNaN(when.getTime())) throw new UserError(`not an index date: '${indexDate}'`, "re-make the lock with 'icn-bootstrap lock'");
-  return when.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  return when
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z");
 }
 
 /** Where a downloaded file came from, kept beside it in the cache. */
@@ -79,7 +84,11 @@ export interface EnsureOptions {
 }
 
 /** Makes every pinned file present in the cache (downloading what is missing) or fails naming each one that cannot be had. */
-export async function ensureDebs(packages: Record<string, PinnedPackage> | [string, PinnedPackage][], sources: DebianSources, opts: EnsureOptions = {}): Promise<DebOrigin[]> {
+export async function ensureDebs(
+  packages: Record<string, PinnedPackage> | [string, PinnedPackage][],
+  sources: DebianSources,
+  opts: EnsureOptions = {},
+): Promise<DebOrigin[]> {
   const store = opts.store ?? new ContentStore();
   const effective = opts.snapshot !== undefined ? { ...sources, snapshot: opts.snapshot } : sources;
   const entries = (Array.isArray(packages) ? packages : Object.entries(packages)).sort(([a], [b]) => a.localeCompare(b));
@@ -129,7 +138,10 @@ export async function ensureDebs(packages: Record<string, PinnedPackage> | [stri
     await Promise.all(Array.from({ length: opts.parallel ?? 6 }, worker));
     if (failures.length === 0) {
       const fromSnapshot = origins.filter((o) => o.from === "snapshot").length;
-      log("debian", `${toFetch.length} packages fetched (${formatBytes(bytes)}) in ${formatSeconds(Date.now() - started)}, sha256 verified${fromSnapshot ? `; ${fromSnapshot} from the snapshot archive` : ""}`);
+      log(
+        "debian",
+        `${toFetch.length} packages fetched (${formatBytes(bytes)}) in ${formatSeconds(Date.now() - started)}, sha256 verified${fromSnapshot ? `; ${fromSnapshot} from the snapshot archive` : ""}`,
+      );
     }
   }
   if (failures.length > 0) throw unavailableError(failures);
@@ -138,7 +150,9 @@ export async function ensureDebs(packages: Record<string, PinnedPackage> | [stri
 
 function unavailableError(failures: { name: string; pin: PinnedPackage; tried: string[] }[]): UserError {
   failures.sort((a, b) => a.name.localeCompare(b.name));
-  const lines = failures.map(({ name, pin, tried }) => [`  ${name} ${pin.version} (${pin.filename}, sha256 ${pin.sha256}):`, ...tried.map((t) => `      ${t}`)].join("\n"));
+  const lines = failures.map(({ name, pin, tried }) =>
+    [`  ${name} ${pin.version} (${pin.filename}, sha256 ${pin.sha256}):`, ...tried.map((t) => `      ${t}`)].join("\n"),
+  );
   const names = failures.map((f) => f.name).join(" ");
   return new UserError(
     `${failures.length} pinned Debian package${failures.length === 1 ? "" : "s"} cannot be had from any place (nothing was built):\n${lines.join("\n")}`,

@@ -81,11 +81,17 @@ async function fetchPackagesFile(base: string, path: string, sums: Map<string, {
     const bytes = await fetchBytes(url, `${path}${suffix}`);
     const actual = createHash("sha256").update(bytes).digest("hex");
     if (actual !== sum.sha256 || bytes.length !== sum.size) {
-      throw new UserError(`${url}: sha256 ${actual} (${bytes.length} bytes) differs from the signed Release (${sum.sha256}, ${sum.size} bytes)`, "the mirror is inconsistent or being updated: try again in a few minutes, or use another mirror");
+      throw new UserError(
+        `${url}: sha256 ${actual} (${bytes.length} bytes) differs from the signed Release (${sum.sha256}, ${sum.size} bytes)`,
+        "the mirror is inconsistent or being updated: try again in a few minutes, or use another mirror",
+      );
     }
     return (await decode(bytes)).toString("utf8");
   }
-  throw new UserError(`${base}/InRelease lists no ${path} (.gz, .xz or plain)`, "check the suite, component and architecture in the lock file (debian.suite, debian.components, debian.architecture)");
+  throw new UserError(
+    `${base}/InRelease lists no ${path} (.gz, .xz or plain)`,
+    "check the suite, component and architecture in the lock file (debian.suite, debian.components, debian.architecture)",
+  );
 }
 
 async function unxz(bytes: Buffer): Promise<Buffer> {
@@ -99,11 +105,17 @@ async function fetchBytes(url: string, what: string): Promise<Buffer> {
     response = await fetch(url, { redirect: "follow" });
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new UserError(`cannot read ${what} at ${url}: ${cause?.code ?? cause?.message ?? (error as Error).message}`, "check the network and the archive URL (debian.archives in the lock file, or --mirror / --security-mirror)");
+    throw new UserError(
+      `cannot read ${what} at ${url}: ${cause?.code ?? cause?.message ?? (error as Error).message}`,
+      "check the network and the archive URL (debian.archives in the lock file, or --mirror / --security-mirror)",
+    );
   }
   if (!response.ok) {
     await response.body?.cancel();
-    throw new UserError(`cannot read ${what}: ${url} answered HTTP ${response.status}`, "check that the suite exists on that archive (debian.archives in the lock file, or --mirror / --security-mirror)");
+    throw new UserError(
+      `cannot read ${what}: ${url} answered HTTP ${response.status}`,
+      "check that the suite exists on that archive (debian.archives in the lock file, or --mirror / --security-mirror)",
+    );
   }
   return Buffer.from(await response.arrayBuffer());
 }
@@ -121,13 +133,23 @@ async function verifySigned(signed: Buffer, keyring: string, url: string): Promi
     await writeFile(join(dir, "InRelease"), signed);
     const gpgv = async () => {
       await rm(join(dir, "Release"), { force: true });
-      return execa("gpgv", ["--homedir", dir, "--keyring", resolve(keyring), "--output", join(dir, "Release"), join(dir, "InRelease")], { reject: false, all: true });
+      return execa("gpgv", ["--homedir", dir, "--keyring", resolve(keyring), "--output", join(dir, "Release"), join(dir, "InRelease")], {
+        reject: false,
+        all: true,
+      });
     };
     let result = await gpgv();
     if (result.failed && /keydb_\w+ failed/.test(String(result.all))) result = await gpgv();
     if (result.failed) {
-      const detail = String(result.all ?? "").trim().split("\n").slice(-3).join("; ");
-      throw new UserError(`the signature of ${url} does not verify against ${keyring}: ${detail}`, "the index is not from the archive you trust: check the mirror; for another archive, name its keyring in the lock file (debian.keyring)");
+      const detail = String(result.all ?? "")
+        .trim()
+        .split("\n")
+        .slice(-3)
+        .join("; ");
+      throw new UserError(
+        `the signature of ${url} does not verify against ${keyring}: ${detail}`,
+        "the index is not from the archive you trust: check the mirror; for another archive, name its keyring in the lock file (debian.keyring)",
+      );
     }
     return await readFile(join(dir, "Release"), "utf8");
   } finally {

@@ -14,7 +14,12 @@ import { cacheRoot, ContentStore } from "../cache.js";
 import type { PinnedPackage } from "./schema.js";
 
 /** `suite` names the repository (Suite/Codename): mmdebstrap picks the Essential set by it. */
-export async function withLocalRepo<T>(suite: string, packages: Record<string, PinnedPackage>, use: (sourcesLine: string) => Promise<T>, store = new ContentStore()): Promise<T> {
+export async function withLocalRepo<T>(
+  suite: string,
+  packages: Record<string, PinnedPackage>,
+  use: (sourcesLine: string) => Promise<T>,
+  store = new ContentStore(),
+): Promise<T> {
   const parent = join(cacheRoot(), "debian-repos");
   await mkdir(parent, { recursive: true });
   const dir = await mkdtemp(join(parent, "repo-"));
@@ -29,7 +34,11 @@ export async function withLocalRepo<T>(suite: string, packages: Record<string, P
     }
     const { stdout: index } = await execa("apt-ftparchive", ["packages", "pool"], { cwd: dir, maxBuffer: 256 * 1024 * 1024 });
     await writeFile(join(dir, "Packages"), index);
-    const { stdout: release } = await execa("apt-ftparchive", ["-o", `APT::FTPArchive::Release::Suite=${suite}`, "-o", `APT::FTPArchive::Release::Codename=${suite}`, "release", "."], { cwd: dir });
+    const { stdout: release } = await execa(
+      "apt-ftparchive",
+      ["-o", `APT::FTPArchive::Release::Suite=${suite}`, "-o", `APT::FTPArchive::Release::Codename=${suite}`, "release", "."],
+      { cwd: dir },
+    );
     await writeFile(join(dir, "Release"), release);
     server = await serve(dir);
     const { port } = server.address() as AddressInfo;

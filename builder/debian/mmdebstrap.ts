@@ -41,7 +41,10 @@ export async function chrootParent(): Promise<string> {
     const info = await stat(dir).catch(() => undefined);
     if (info?.isDirectory() && (info.mode & 0o001) !== 0) return dir;
   }
-  throw new UserError(`neither ${candidates.join(" nor ")} can be entered by other users, which mmdebstrap's unshare mode needs`, "set TMPDIR to a directory with mode 1777 or 0755 (e.g. /var/tmp)");
+  throw new UserError(
+    `neither ${candidates.join(" nor ")} can be entered by other users, which mmdebstrap's unshare mode needs`,
+    "set TMPDIR to a directory with mode 1777 or 0755 (e.g. /var/tmp)",
+  );
 }
 
 export async function mmdebstrap(exec: StageRun["exec"], run: MmdebstrapRun, choice: PackageChoice): Promise<void> {

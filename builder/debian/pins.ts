@@ -88,14 +88,25 @@ export async function pinsToAdd(indexes: SuiteIndex[], name: string, pinned: Rec
     const pkg = queue.shift()!;
     if (satisfied(pkg)) continue;
     const pin = await newestPin(indexes, pkg);
-    if (!pin) throw new UserError(`no suite of the lock's archives lists ${pkg}${pkg === name ? "" : ` (needed by ${name})`}`, "check the package name (apt-cache policy NAME on a Debian machine)");
+    if (!pin)
+      throw new UserError(
+        `no suite of the lock's archives lists ${pkg}${pkg === name ? "" : ` (needed by ${name})`}`,
+        "check the package name (apt-cache policy NAME on a Debian machine)",
+      );
     added[pkg] = pin;
     noteProvides(pkg, pin);
     for (const clause of (entryOf(pkg, pin.version)?.depends ?? "").split(",")) {
-      const alternatives = clause.split("|").map((a) => a.trim().split(/[\s(:]/)[0]!).filter(Boolean);
+      const alternatives = clause
+        .split("|")
+        .map((a) => a.trim().split(/[\s(:]/)[0]!)
+        .filter(Boolean);
       if (alternatives.length === 0 || alternatives.some(satisfied)) continue;
       const choice = alternatives.find(listed);
-      if (!choice) throw new UserError(`${pkg} needs ${clause.trim()}, which no suite of the lock's archives lists`, "run 'icn-bootstrap lock' to re-resolve the whole set");
+      if (!choice)
+        throw new UserError(
+          `${pkg} needs ${clause.trim()}, which no suite of the lock's archives lists`,
+          "run 'icn-bootstrap lock' to re-resolve the whole set",
+        );
       queue.push(choice);
     }
   }

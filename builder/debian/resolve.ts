@@ -68,10 +68,27 @@ export async function resolveRootfs(definition: ApplianceDefinition, { sources, 
 }
 
 /** The images' base and toolchain sets, newest versions, pinned as files. */
-export async function resolveImageSets(definition: ApplianceDefinition, lock: LockFile, lockPath: string, { sources, indexes }: Resolution, stagesDir: string): Promise<ImagesLock> {
-  log("lock", `resolving the Debian packages of the images (shared base, C toolchain${definition.osImages.length ? `, OS images ${definition.osImages.join(", ")}` : ""})`);
+export async function resolveImageSets(
+  definition: ApplianceDefinition,
+  lock: LockFile,
+  lockPath: string,
+  { sources, indexes }: Resolution,
+  stagesDir: string,
+): Promise<ImagesLock> {
+  log(
+    "lock",
+    `resolving the Debian packages of the images (shared base, C toolchain${definition.osImages.length ? `, OS images ${definition.osImages.join(", ")}` : ""})`,
+  );
   const state = sha256Text(JSON.stringify(sources));
-  const content = await runStages({ definition, lock: { ...lock, debian: { ...lock.debian, ...sources } }, lockPath, stagesDir, sections: ["content"], resolve: state, record: true });
+  const content = await runStages({
+    definition,
+    lock: { ...lock, debian: { ...lock.debian, ...sources } },
+    lockPath,
+    stagesDir,
+    sections: ["content"],
+    resolve: state,
+    record: true,
+  });
   const plan = content.plan!;
   const read = async (dir?: string): Promise<Record<string, string>> => (dir ? JSON.parse(await readFile(join(dir, IMAGE_PACKAGES_JSON), "utf8")) : {});
   const os = await resolveOsSets(definition, definition.osImages, lock, { sources, indexes }, stagesDir);
@@ -81,14 +98,28 @@ export async function resolveImageSets(definition: ApplianceDefinition, lock: Lo
       toolchain: { requested: TOOLCHAIN_PACKAGES, packages: pinInstalled(await read(content.imageCompile?.dir), indexes) },
       ...(Object.keys(os).length > 0 ? { os } : {}),
       ...(plan.ownRoots.length > 0
-        ? { own: Object.fromEntries(await Promise.all(plan.ownRoots.map(async (root) => [root.name, { requested: root.packages, packages: pinInstalled(await read(content.imageRoots[root.name]?.dir), indexes) }] as const))) }
+        ? {
+            own: Object.fromEntries(
+              await Promise.all(
+                plan.ownRoots.map(
+                  async (root) =>
+                    [root.name, { requested: root.packages, packages: pinInstalled(await read(content.imageRoots[root.name]?.dir), indexes) }] as const,
+                ),
+              ),
+            ),
+          }
         : {}),
     },
   };
 }
 
 /** The named own roots (recipes with base: own-debian), newest versions, pinned as files. */
-export async function resolveOwnSets(roots: { name: string; packages: string[] }[], lock: LockFile, { sources, indexes }: Resolution, stagesDir: string): Promise<Record<string, ImagesLock["debian"]["base"]>> {
+export async function resolveOwnSets(
+  roots: { name: string; packages: string[] }[],
+  lock: LockFile,
+  { sources, indexes }: Resolution,
+  stagesDir: string,
+): Promise<Record<string, ImagesLock["debian"]["base"]>> {
   const state = sha256Text(JSON.stringify(sources));
   const debian = debianSource({ debian: { ...lock.debian, ...sources } });
   const own: Record<string, ImagesLock["debian"]["base"]> = {};
@@ -102,11 +133,19 @@ export async function resolveOwnSets(roots: { name: string; packages: string[] }
 }
 
 /** The named OS images' Debian sets, newest versions, pinned as files. */
-export async function resolveOsSets(definition: ApplianceDefinition, names: string[], lock: LockFile, { sources, indexes }: Resolution, stagesDir: string): Promise<Record<string, ImagesLock["debian"]["base"]>> {
+export async function resolveOsSets(
+  definition: ApplianceDefinition,
+  names: string[],
+  lock: LockFile,
+  { sources, indexes }: Resolution,
+  stagesDir: string,
+): Promise<Record<string, ImagesLock["debian"]["base"]>> {
   const state = sha256Text(JSON.stringify(sources));
   const os: Record<string, ImagesLock["debian"]["base"]> = {};
   const only = { ...definition, osImages: names };
-  for (const image of (await runStages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, sections: ["os-images"], resolve: state })).osImages) {
+  for (const image of (
+    await runStages({ definition: only, lock: { ...lock, debian: { ...lock.debian, ...sources } }, stagesDir, sections: ["os-images"], resolve: state })
+  ).osImages) {
     const installed: Record<string, string> = JSON.parse(await readFile(join(image.rootfs.dir, IMAGE_PACKAGES_JSON), "utf8"));
     os[image.name] = { requested: requestedOsPackages(await loadOsRecipe(image.name)), packages: pinInstalled(installed, indexes) };
   }

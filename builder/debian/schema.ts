@@ -72,8 +72,11 @@ export const DEFAULT_SNAPSHOT = "https://snapshot.debian.org/archive";
 
 /** The archives a definition resolves against: the suite, its updates, and the security archive (each optional). */
 export function defaultArchives(suite: string, opts: { mirror?: string; securityMirror?: string; updates: boolean; security: boolean }): DebianArchive[] {
-  const archives: DebianArchive[] = [{ name: "main", url: opts.mirror ?? DEFAULT_MIRROR, suites: [suite, ...(opts.updates ? [`${suite}-updates`] : [])], snapshotName: "debian" }];
-  if (opts.security) archives.push({ name: "security", url: opts.securityMirror ?? DEFAULT_SECURITY_MIRROR, suites: [`${suite}-security`], snapshotName: "debian-security" });
+  const archives: DebianArchive[] = [
+    { name: "main", url: opts.mirror ?? DEFAULT_MIRROR, suites: [suite, ...(opts.updates ? [`${suite}-updates`] : [])], snapshotName: "debian" },
+  ];
+  if (opts.security)
+    archives.push({ name: "security", url: opts.securityMirror ?? DEFAULT_SECURITY_MIRROR, suites: [`${suite}-security`], snapshotName: "debian-security" });
   return archives;
 }
 

@@ -49,7 +49,10 @@ export interface DiskPlan {
 }
 
 /** The modules a disk depends on: part of the cache key of every stage that assembles one. */
-export const ASSEMBLE_SOURCES = [import.meta.filename, ...["contents.ts", "debugfs.ts", "grub.ts", "layout.ts", "bios-boot.ts"].map((f) => join(import.meta.dirname, f))];
+export const ASSEMBLE_SOURCES = [
+  import.meta.filename,
+  ...["contents.ts", "debugfs.ts", "grub.ts", "layout.ts", "bios-boot.ts"].map((f) => join(import.meta.dirname, f)),
+];
 
 /** Writes DISK_IMAGE and LAYOUT_JSON into run.out, with `records` also DIRS_JSON, BASE_CONTENTS and SYSTEMD_SHADOW. */
 export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskLayout> {
@@ -63,7 +66,26 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
 
   run.log("unpacking the root filesystem");
   await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: plan.serial, title: plan.title }));
-  await run.exec("fakeroot", ["-s", fakerootState, "--", "bash", "-euo", "pipefail", "-c", COMPOSE, "compose", plan.rootfsTar, staging, join(work, "grub.cfg"), join(plan.records ? run.out : work, SYSTEMD_SHADOW), ...plan.layers], { env: timeEnv });
+  await run.exec(
+    "fakeroot",
+    [
+      "-s",
+      fakerootState,
+      "--",
+      "bash",
+      "-euo",
+      "pipefail",
+      "-c",
+      COMPOSE,
+      "compose",
+      plan.rootfsTar,
+      staging,
+      join(work, "grub.cfg"),
+      join(plan.records ? run.out : work, SYSTEMD_SHADOW),
+      ...plan.layers,
+    ],
+    { env: timeEnv },
+  );
   if (plan.layers.length > 0) run.log(`added ${plan.layers.length} content layer${plan.layers.length === 1 ? "" : "s"}`);
   const dirs = (await run.exec("find", [staging, "-type", "d", "-printf", "%P\\n"])).split("\n").filter(Boolean);
   const paths = (await run.exec("find", [staging, "-mindepth", "1", "-printf", "%P\\n"])).split("\n").filter(Boolean);
@@ -76,7 +98,28 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const layout = planLayout(plan.seed, plan.espBytes, rootBytes, { site: plan.site });
   const rootImage = join(work, "root.ext4");
   run.log(`making the ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
-  await run.exec("fakeroot", ["-i", fakerootState, "--", "mkfs.ext4", "-q", "-F", "-L", "icn-root", "-U", layout.rootFsUuid, "-E", `root_owner=0:0,hash_seed=${layout.rootFsUuid}`, "-d", staging, rootImage, `${layout.root.sectors / 2}k`], { env: timeEnv });
+  await run.exec(
+    "fakeroot",
+    [
+      "-i",
+      fakerootState,
+      "--",
+      "mkfs.ext4",
+      "-q",
+      "-F",
+      "-L",
+      "icn-root",
+      "-U",
+      layout.rootFsUuid,
+      "-E",
+      `root_owner=0:0,hash_seed=${layout.rootFsUuid}`,
+      "-d",
+      staging,
+      rootImage,
+      `${layout.root.sectors / 2}k`,
+    ],
+    { env: timeEnv },
+  );
   await rm(staging, { recursive: true, force: true });
   // mkfs.ext4 -d copies each file's atime and ctime from the build host (E2FSPROGS_FAKE_TIME
   // covers only what mkfs makes itself): set both to the epoch in every inode.
@@ -94,11 +137,37 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const efiBinary = join(work, "BOOTX64.EFI");
   const coreImg = join(work, "core.img");
   await writeFile(join(work, "early.cfg"), earlyConfig(layout.rootFsUuid));
-  await run.exec("grub-mkimage", ["-O", "x86_64-efi", "-d", `${GRUB_LIB}/x86_64-efi`, "-o", efiBinary, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_EFI_MODULES]);
-  await run.exec("grub-mkimage", ["-O", "i386-pc", "-d", `${GRUB_LIB}/i386-pc`, "-o", coreImg, "-p", "/boot/grub", "-c", join(work, "early.cfg"), ...GRUB_BIOS_MODULES]);
+  await run.exec("grub-mkimage", [
+    "-O",
+    "x86_64-efi",
+    "-d",
+    `${GRUB_LIB}/x86_64-efi`,
+    "-o",
+    efiBinary,
+    "-p",
+    "/boot/grub",
+    "-c",
+    join(work, "early.cfg"),
+    ...GRUB_EFI_MODULES,
+  ]);
+  await run.exec("grub-mkimage", [
+    "-O",
+    "i386-pc",
+    "-d",
+    `${GRUB_LIB}/i386-pc`,
+    "-o",
+    coreImg,
+    "-p",
+    "/boot/grub",
+    "-c",
+    join(work, "early.cfg"),
+    ...GRUB_BIOS_MODULES,
+  ]);
   const espImage = join(work, "esp.vfat");
   // --invariant: no creation time in the volume label entry; the serial is derived (-i); mtools takes file times from SOURCE_DATE_EPOCH.
-  await run.exec("mkfs.vfat", ["--invariant", "-F", "32", "-n", "ESP", "-i", layout.esp.guid.slice(0, 8), "-C", espImage, String(layout.esp.sectors / 2)], { env: timeEnv });
+  await run.exec("mkfs.vfat", ["--invariant", "-F", "32", "-n", "ESP", "-i", layout.esp.guid.slice(0, 8), "-C", espImage, String(layout.esp.sectors / 2)], {
+    env: timeEnv,
+  });
   await run.exec("mmd", ["-i", espImage, "::/EFI", "::/EFI/BOOT"], { env: timeEnv });
   // The removable-media path: firmware boots it from any disk without NVRAM entries.
   await run.exec("mcopy", ["-i", espImage, efiBinary, "::/EFI/BOOT/BOOTX64.EFI"], { env: timeEnv });

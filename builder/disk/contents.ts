@@ -63,7 +63,9 @@ export async function dumpExt4(fs: string, scratch: string): Promise<DumpedTree>
   try {
     await mkdir(dir);
     const dump = await execa("fakeroot", ["-s", state, "--", "debugfs", "-R", `rdump / ${dir}`, fs], { reject: false, all: true });
-    const errors = String(dump.all).split("\n").filter((l) => l && !l.startsWith("debugfs "));
+    const errors = String(dump.all)
+      .split("\n")
+      .filter((l) => l && !l.startsWith("debugfs "));
     if (dump.exitCode !== 0 || errors.length > 0) throw new Error(`debugfs could not read ${fs}:\n  ${errors.slice(0, 10).join("\n  ")}`);
     return { dir, state, remove };
   } catch (error) {
@@ -74,7 +76,10 @@ export async function dumpExt4(fs: string, scratch: string): Promise<DumpedTree>
 
 /** The manifest of a dumped tree. */
 export async function treeManifest(tree: DumpedTree): Promise<string> {
-  const { stdout } = await execa("fakeroot", ["-i", tree.state, "--", "find", tree.dir, "-mindepth", "1", "-printf", "%y %m %U:%G %P\\0%l\\0"], { encoding: "buffer", maxBuffer: 512 * 1024 * 1024 });
+  const { stdout } = await execa("fakeroot", ["-i", tree.state, "--", "find", tree.dir, "-mindepth", "1", "-printf", "%y %m %U:%G %P\\0%l\\0"], {
+    encoding: "buffer",
+    maxBuffer: 512 * 1024 * 1024,
+  });
   const fields = Buffer.from(stdout).toString("utf8").split("\0");
   const entries: ContentsEntry[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2) {
@@ -103,7 +108,10 @@ export async function ext4Manifest(fs: string, scratch: string): Promise<string>
  * filesystem `base` describes: what the image stage writes, without reading the whole
  * filesystem again. `verify` reads the image itself, so a mistake here shows there.
  */
-export async function applyEntries(base: string, entries: { path: string; kind: "dir" | "file" | "symlink"; mode: number; source: string; target?: string }[]): Promise<string> {
+export async function applyEntries(
+  base: string,
+  entries: { path: string; kind: "dir" | "file" | "symlink"; mode: number; source: string; target?: string }[],
+): Promise<string> {
   const manifest = parseManifest(base);
   const mode = (m: number) => (m & 0o7777).toString(8).padStart(4, "0");
   for (const e of entries) {

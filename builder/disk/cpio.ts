@@ -39,7 +39,10 @@ export interface CpioResult {
 
 /** "./usr/bin/" -> "usr/bin"; "./" -> "". */
 export function archivePath(path: string): string {
-  return path.replace(/^\.?\//, "").replace(/^\.$/, "").replace(/\/+$/, "");
+  return path
+    .replace(/^\.?\//, "")
+    .replace(/^\.$/, "")
+    .replace(/\/+$/, "");
 }
 
 const hex = (n: number) => Math.max(0, Math.floor(n)).toString(16).padStart(8, "0").slice(-8);
@@ -129,7 +132,8 @@ export async function tarToCpio(archive: string, out: Writable, opts: CpioOption
         ino++;
         inodes.set(path, ino);
         const data = entry.type === "SymbolicLink" ? Buffer.from(entry.linkpath ?? "", "utf8") : Buffer.concat(chunks);
-        const device = entry.type === "CharacterDevice" || entry.type === "BlockDevice" ? { rdevMajor: entry.header.devmaj ?? 0, rdevMinor: entry.header.devmin ?? 0 } : {};
+        const device =
+          entry.type === "CharacterDevice" || entry.type === "BlockDevice" ? { rdevMajor: entry.header.devmaj ?? 0, rdevMinor: entry.header.devmin ?? 0 } : {};
         const size = type === TYPE_BITS.Directory || device.rdevMajor !== undefined || entry.type === "FIFO" ? 0 : data.length;
         await write(cpioHeader({ ...base, ino, mode: type | perm, nlink: type === TYPE_BITS.Directory ? 2 : (links.get(path) ?? 1), size, ...device }));
         if (size > 0) await write(Buffer.concat([data, Buffer.alloc(pad4(size))]));

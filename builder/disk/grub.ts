@@ -1,7 +1,26 @@
 /** GRUB images built with grub-mkimage: every module embedded, so no /boot/grub/<platform> is needed. */
 export const GRUB_COMMON_MODULES = [
-  "part_gpt", "part_msdos", "ext2", "fat", "search", "search_fs_uuid", "normal", "linux", "configfile",
-  "echo", "serial", "terminal", "gzio", "test", "ls", "cat", "halt", "reboot", "sleep", "regexp", "probe",
+  "part_gpt",
+  "part_msdos",
+  "ext2",
+  "fat",
+  "search",
+  "search_fs_uuid",
+  "normal",
+  "linux",
+  "configfile",
+  "echo",
+  "serial",
+  "terminal",
+  "gzio",
+  "test",
+  "ls",
+  "cat",
+  "halt",
+  "reboot",
+  "sleep",
+  "regexp",
+  "probe",
 ];
 export const GRUB_EFI_MODULES = [...GRUB_COMMON_MODULES, "efi_gop", "efi_uga", "all_video"];
 export const GRUB_BIOS_MODULES = [...GRUB_COMMON_MODULES, "biosdisk", "vga"];

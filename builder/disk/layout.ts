@@ -44,9 +44,23 @@ export function stableUuid(seed: string, purpose: string): string {
 export function planLayout(seed: string, espBytes: number, rootBytes: number, { site: withSite = true } = {}): DiskLayout {
   const mib = (bytes: number) => Math.ceil(bytes / (1024 * 1024)) * MIB_SECTORS;
   const bios: Partition = { number: 1, name: "BIOS boot", type: "EF02", start: MIB_SECTORS, sectors: MIB_SECTORS, guid: stableUuid(seed, "bios") };
-  const esp: Partition = { number: 2, name: "EFI system", type: "EF00", start: bios.start + bios.sectors, sectors: mib(espBytes), guid: stableUuid(seed, "esp") };
+  const esp: Partition = {
+    number: 2,
+    name: "EFI system",
+    type: "EF00",
+    start: bios.start + bios.sectors,
+    sectors: mib(espBytes),
+    guid: stableUuid(seed, "esp"),
+  };
   // 0700: "Microsoft basic data", which every laptop mounts when the stick is plugged in.
-  const site: Partition = { number: 4, name: "ICN-SITE", type: "0700", start: esp.start + esp.sectors, sectors: mib(SITE_PARTITION_BYTES), guid: stableUuid(seed, "site") };
+  const site: Partition = {
+    number: 4,
+    name: "ICN-SITE",
+    type: "0700",
+    start: esp.start + esp.sectors,
+    sectors: mib(SITE_PARTITION_BYTES),
+    guid: stableUuid(seed, "site"),
+  };
   // 8304: "Linux x86-64 root (/)" from the Discoverable Partitions Specification
   const rootStart = withSite ? site.start + site.sectors : esp.start + esp.sectors;
   const root: Partition = { number: 3, name: "root", type: "8304", start: rootStart, sectors: mib(rootBytes), guid: stableUuid(seed, "root") };

@@ -23,7 +23,9 @@ type Exec = (file: string, args: string[], options?: { env?: Record<string, stri
 
 /** A FAT filesystem of `bytes` labelled ICN-SITE at `file` (created), with a derived serial and no timestamps from the host. */
 export async function makeSiteFilesystem(exec: Exec, file: string, bytes: number, volumeId: string, epoch: number): Promise<void> {
-  await exec("mkfs.vfat", ["--invariant", "-n", SITE_LABEL, "-i", volumeId, "-C", file, String(Math.floor(bytes / 1024))], { env: { SOURCE_DATE_EPOCH: String(epoch) } });
+  await exec("mkfs.vfat", ["--invariant", "-n", SITE_LABEL, "-i", volumeId, "-C", file, String(Math.floor(bytes / 1024))], {
+    env: { SOURCE_DATE_EPOCH: String(epoch) },
+  });
 }
 
 /**
@@ -33,7 +35,10 @@ export async function makeSiteFilesystem(exec: Exec, file: string, bytes: number
 export async function writeSiteFiles(exec: Exec, address: string, files: { path: string; source: string }[], epoch?: number): Promise<void> {
   // mtools write FAT times in local time: the build's are the epoch in UTC, whatever the host's zone.
   const env = epoch === undefined ? undefined : { SOURCE_DATE_EPOCH: String(epoch), TZ: "UTC" };
-  const existing = (await exec("mdir", ["-b", "-i", address, "::/"], { env })).split("\n").map((l) => l.trim()).filter(Boolean);
+  const existing = (await exec("mdir", ["-b", "-i", address, "::/"], { env }))
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const dirsThere = existing.filter((p) => p.endsWith("/")).map((p) => p.slice(0, -1));
   const filesThere = existing.filter((p) => !p.endsWith("/"));
   if (dirsThere.length > 0) await exec("mdeltree", ["-i", address, ...dirsThere], { env });

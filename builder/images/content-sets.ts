@@ -35,7 +35,12 @@ export async function selectContent(definition: ApplianceDefinition, allowUnpinn
  * root. Building (not resolving), every set must be pinned as asked, or this fails naming
  * the packages and `lock-images`.
  */
-export async function contentDebianSets(definition: ApplianceDefinition, plan: ImagesPlan, lock: LockFile, resolving: boolean): Promise<{ base: DebianSet; toolchain: DebianSet; own: Record<string, DebianSet> }> {
+export async function contentDebianSets(
+  definition: ApplianceDefinition,
+  plan: ImagesPlan,
+  lock: LockFile,
+  resolving: boolean,
+): Promise<{ base: DebianSet; toolchain: DebianSet; own: Record<string, DebianSet> }> {
   const allPackages = new Set(plan.basePackages);
   for (const image of await loadSeedLists(definition.registry.lists.map((l) => resolve(REPO_ROOT, l)))) {
     if (!image.recipe) continue;

@@ -31,7 +31,11 @@ export interface BuiltOsImage {
 
 export async function loadOsRecipe(name: string): Promise<Recipe> {
   const recipe = await loadRecipe(name, `OS image ${name}`);
-  if (!recipe.os && !recipe.ramdisk) throw new UserError(`osImages names '${name}', but images/${name}/recipe.yaml is a container image recipe (no 'os:' or 'ramdisk:')`, "list only OS image and ramdisk recipes in osImages, or add an os: section to the recipe");
+  if (!recipe.os && !recipe.ramdisk)
+    throw new UserError(
+      `osImages names '${name}', but images/${name}/recipe.yaml is a container image recipe (no 'os:' or 'ramdisk:')`,
+      "list only OS image and ramdisk recipes in osImages, or add an os: section to the recipe",
+    );
   return recipe;
 }
 
@@ -39,14 +43,20 @@ export async function loadOsRecipe(name: string): Promise<Recipe> {
 async function pythonFiles(recipe: Recipe): Promise<{ files: OsFile[]; packages: { name: string; version: string }[] }> {
   if (!recipe.python) return { files: [], packages: [] };
   const { requirements, version } = recipe.python;
-  const tree = await ensurePythonTree(join(recipe.dir, requirements), version, `OS image ${recipe.name}`, (message) => log("os-image", `${recipe.name}: ${message}`));
+  const tree = await ensurePythonTree(join(recipe.dir, requirements), version, `OS image ${recipe.name}`, (message) =>
+    log("os-image", `${recipe.name}: ${message}`),
+  );
   return { files: pythonTreeCopies(tree, version).map((copy) => ({ ...copy, mode: "0755", directory: true })), packages: tree.packages };
 }
 
 async function recipeFiles(recipe: Recipe): Promise<OsFile[]> {
   return Promise.all(
     recipe.copy.map(async (copy) => {
-      if (!copy.from.startsWith("recipe:")) throw new UserError(`${recipe.file}: an OS image copies only files beside its recipe (recipe:<file>), not '${copy.from}'`, "put the file beside the recipe and copy it as recipe:<file>");
+      if (!copy.from.startsWith("recipe:"))
+        throw new UserError(
+          `${recipe.file}: an OS image copies only files beside its recipe (recipe:<file>), not '${copy.from}'`,
+          "put the file beside the recipe and copy it as recipe:<file>",
+        );
       const from = join(recipe.dir, copy.from.slice("recipe:".length));
       const sha256 = await sha256File(from).catch(() => {
         throw new UserError(`${recipe.file} copies ${copy.from}, which does not exist (${from})`, "add the file beside the recipe");
@@ -75,7 +85,11 @@ export async function unpinnedOsImages(names: string[], lock: LockFile): Promise
 /** Building (not resolving): fails naming the first OS image whose set the lock does not pin as its recipe asks. */
 export async function assertOsImagesPinned(names: string[], lock: LockFile): Promise<void> {
   const [unpinned] = await unpinnedOsImages(names, lock);
-  if (unpinned) throw new UserError(`the OS image ${unpinned} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${unpinned})`, "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)");
+  if (unpinned)
+    throw new UserError(
+      `the OS image ${unpinned} asks for Debian packages that the lock file does not pin as they are (images.debian.os.${unpinned})`,
+      "run 'icn-bootstrap lock-images' to resolve and pin them (nothing enters an image unpinned)",
+    );
 }
 
 /**
@@ -94,7 +108,9 @@ export async function osRootfsInputs(name: string, lock: LockFile, resolve: stri
 }
 
 /** The files an OS image puts on the file server (path under its root), for the SBOM. */
-export async function servedOsFiles(os: BuiltOsImage): Promise<{ name: string; path: string; sha256: string; pythonPackages: { name: string; version: string }[] }[]> {
+export async function servedOsFiles(
+  os: BuiltOsImage,
+): Promise<{ name: string; path: string; sha256: string; pythonPackages: { name: string; version: string }[] }[]> {
   const { pythonPackages } = os;
   if (os.kind === "disk") return [{ ...(await readOsImage(os.image!)), pythonPackages }];
   const { kernel, initramfs } = await readRamdisk(os.image!);

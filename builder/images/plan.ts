@@ -94,7 +94,14 @@ async function runRecipeBuild(recipe: Recipe, ref: string): Promise<void> {
   log("images", `${recipe.name}: ${recipe.build.join(" ")}`);
   const result = await execa(recipe.build[0]!, recipe.build.slice(1), { cwd: REPO_ROOT, all: true, reject: false });
   if (result.failed) {
-    throw new UserError(`${ref}: the recipe's build command '${recipe.build.join(" ")}' failed:\n    ${String(result.all ?? "").trimEnd().split("\n").slice(-10).join("\n    ")}`, `fix it and run it by hand from ${REPO_ROOT} first`);
+    throw new UserError(
+      `${ref}: the recipe's build command '${recipe.build.join(" ")}' failed:\n    ${String(result.all ?? "")
+        .trimEnd()
+        .split("\n")
+        .slice(-10)
+        .join("\n    ")}`,
+      `fix it and run it by hand from ${REPO_ROOT} first`,
+    );
   }
   ranBuilds.add(key);
 }
@@ -120,7 +127,8 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
       await runRecipeBuild(recipe, image.ref);
       const base = recipeBase(recipe);
       if (base === "debian") recipe.debian.packages.forEach((p) => basePackages.add(p));
-      if (base === "own-debian" && !ownRoots.some((r) => r.name === recipe.name)) ownRoots.push({ name: recipe.name, packages: [...recipe.debian.packages].sort() });
+      if (base === "own-debian" && !ownRoots.some((r) => r.name === recipe.name))
+        ownRoots.push({ name: recipe.name, packages: [...recipe.debian.packages].sort() });
       const files: PlannedFile[] = [];
       const compiled: { name: string; to: string; mode?: number }[] = [];
       for (const c of recipe.compile) {
@@ -134,9 +142,12 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
       }
       for (const copy of recipe.copy) {
         const mode = copy.mode ? parseInt(copy.mode, 8) : undefined;
-        const [kind, rest] = copy.from.includes(":") ? [copy.from.slice(0, copy.from.indexOf(":")), copy.from.slice(copy.from.indexOf(":") + 1)] : ["path", copy.from];
+        const [kind, rest] = copy.from.includes(":")
+          ? [copy.from.slice(0, copy.from.indexOf(":")), copy.from.slice(copy.from.indexOf(":") + 1)]
+          : ["path", copy.from];
         if (kind === "compiled") {
-          if (!recipe.compile.some((c) => c.name === rest)) throw new UserError(`${recipe.file}: copy from '${copy.from}' names no compile entry`, "add it under compile:");
+          if (!recipe.compile.some((c) => c.name === rest))
+            throw new UserError(`${recipe.file}: copy from '${copy.from}' names no compile entry`, "add it under compile:");
           compiled.push({ name: rest, to: copy.to, mode });
           continue;
         }
@@ -148,16 +159,27 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
           from = paths[artifact]!;
           sha256 = from.split("/").pop()!;
         } else if (kind === "kubespray") {
-          if (!opts.kubesprayTree) throw new UserError(`${image.ref}: its recipe copies the kubespray tree, but kubespray is not enabled`, "set kubespray.enabled: true in the definition (or mark the list entry 'requires: kubespray')");
+          if (!opts.kubesprayTree)
+            throw new UserError(
+              `${image.ref}: its recipe copies the kubespray tree, but kubespray is not enabled`,
+              "set kubespray.enabled: true in the definition (or mark the list entry 'requires: kubespray')",
+            );
           from = join(opts.kubesprayTree, rest);
           sha256 = await treeHash(from);
         } else if (kind === "files") {
-          if (!opts.filesDir) throw new UserError(`${image.ref}: its recipe copies '${copy.from}' from the files stage, which has not run`, "build it with 'icn-bootstrap build'");
+          if (!opts.filesDir)
+            throw new UserError(
+              `${image.ref}: its recipe copies '${copy.from}' from the files stage, which has not run`,
+              "build it with 'icn-bootstrap build'",
+            );
           from = join(opts.filesDir, rest);
           try {
             await lstat(from);
           } catch {
-            throw new UserError(`${image.ref}: ${recipe.file} copies ${copy.from}, which the files stage did not write (${from})`, "is kubespray enabled in the definition? (kubespray.enabled)");
+            throw new UserError(
+              `${image.ref}: ${recipe.file} copies ${copy.from}, which the files stage did not write (${from})`,
+              "is kubespray enabled in the definition? (kubespray.enabled)",
+            );
           }
           sha256 = await treeHash(from);
         } else if (kind === "recipe" || kind === "path") {
@@ -165,16 +187,33 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
           try {
             await lstat(from);
           } catch {
-            throw new UserError(`${image.ref}: ${recipe.file} copies ${copy.from}, which does not exist (${from})`, recipe.build ? `check that '${recipe.build.join(" ")}' produces it` : "fix the path (relative to the repository, or recipe:<file> beside the recipe)");
+            throw new UserError(
+              `${image.ref}: ${recipe.file} copies ${copy.from}, which does not exist (${from})`,
+              recipe.build
+                ? `check that '${recipe.build.join(" ")}' produces it`
+                : "fix the path (relative to the repository, or recipe:<file> beside the recipe)",
+            );
           }
           sha256 = await treeHash(from);
         } else {
-          throw new UserError(`${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`, "use a repository path, recipe:<file>, artifact:<name>, compiled:<name>, files:<path> or kubespray:<path>");
+          throw new UserError(
+            `${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`,
+            "use a repository path, recipe:<file>, artifact:<name>, compiled:<name>, files:<path> or kubespray:<path>",
+          );
         }
         files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
       }
       const unused = Object.keys(image.artifacts ?? {}).filter((name) => !recipe.copy.some((c) => c.from === `artifact:${name}`));
-      if (unused.length) throw new UserError(`${image.list}: ${image.ref}: artifacts: ${unused.join(", ")} ${unused.length > 1 ? "are" : "is"} not copied by ${recipe.file}`, `name the artifacts its copy: entries use (${recipe.copy.filter((c) => c.from.startsWith("artifact:")).map((c) => c.from.slice(9)).join(", ") || "none"})`);
+      if (unused.length)
+        throw new UserError(
+          `${image.list}: ${image.ref}: artifacts: ${unused.join(", ")} ${unused.length > 1 ? "are" : "is"} not copied by ${recipe.file}`,
+          `name the artifacts its copy: entries use (${
+            recipe.copy
+              .filter((c) => c.from.startsWith("artifact:"))
+              .map((c) => c.from.slice(9))
+              .join(", ") || "none"
+          })`,
+        );
       let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
         const { requirements, version } = recipe.python;

@@ -50,7 +50,10 @@ const Copy = z
   .object({
     from: z.string().min(1),
     to: z.string().regex(/^\/[^\0]*$/, "an absolute path inside the image"),
-    mode: z.string().regex(/^0?[0-7]{3,4}$/, "an octal mode such as '0755'").optional(),
+    mode: z
+      .string()
+      .regex(/^0?[0-7]{3,4}$/, "an octal mode such as '0755'")
+      .optional(),
     /** npm-packages: the file lists the npm packages a bundle in the image holds ({ packages: [{ name, version, license }] }), for the SBOM. */
     sbom: z.enum(["npm-packages"]).optional(),
   })
@@ -69,7 +72,10 @@ export const Recipe = z
   .object({
     name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/),
     base: z.enum(["debian", "own-debian", "scratch"]).optional(),
-    debian: z.object({ packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/)).default([]) }).strict().default({}),
+    debian: z
+      .object({ packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/)).default([]) })
+      .strict()
+      .default({}),
     build: z.array(z.string()).min(1).optional(),
     compile: z.array(Compile).default([]),
     python: z
@@ -83,7 +89,10 @@ export const Recipe = z
     os: z
       .object({
         file: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\.qcow2$/, "a file name ending in .qcow2"),
-        rootFree: z.string().regex(/^\d+(\.\d+)?\s*(KiB|MiB|GiB)$/, "a size such as 256MiB").default("256MiB"),
+        rootFree: z
+          .string()
+          .regex(/^\d+(\.\d+)?\s*(KiB|MiB|GiB)$/, "a size such as 256MiB")
+          .default("256MiB"),
       })
       .strict()
       .optional(),
@@ -92,7 +101,9 @@ export const Recipe = z
         kernel: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a file name"),
         initramfs: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a file name"),
         enable: z.array(z.string().regex(/^[A-Za-z0-9@._-]+\.(service|target|socket|timer)$/, "a systemd unit name")).default([]),
-        dropModules: z.array(z.string().regex(/^[a-z0-9_-]+(\/[a-z0-9_-]+)*$/, "a directory under the kernel's kernel/ module tree, such as sound or drivers/gpu")).default([]),
+        dropModules: z
+          .array(z.string().regex(/^[a-z0-9_-]+(\/[a-z0-9_-]+)*$/, "a directory under the kernel's kernel/ module tree, such as sound or drivers/gpu"))
+          .default([]),
       })
       .strict()
       .optional(),
@@ -127,9 +138,13 @@ export async function loadRecipe(name: string, ref: string, imagesDir = IMAGES_D
   const result = Recipe.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    throw new UserError(`${file} (for ${ref}): ${issue.path.join(".")}: ${issue.message}`, "fix the recipe (the format is described in builder/images/recipe.ts)");
+    throw new UserError(
+      `${file} (for ${ref}): ${issue.path.join(".")}: ${issue.message}`,
+      "fix the recipe (the format is described in builder/images/recipe.ts)",
+    );
   }
-  if (result.data.os && result.data.ramdisk) throw new UserError(`${file}: has both os: and ramdisk:`, "a recipe makes a disk image (os:) or a network-boot kernel and initramfs (ramdisk:), not both");
+  if (result.data.os && result.data.ramdisk)
+    throw new UserError(`${file}: has both os: and ramdisk:`, "a recipe makes a disk image (os:) or a network-boot kernel and initramfs (ramdisk:), not both");
   if (result.data.name !== name) throw new UserError(`${file}: name '${result.data.name}' differs from its directory '${name}'`, `set name: ${name}`);
   return { ...result.data, dir, file, text };
 }

@@ -28,7 +28,10 @@ const Tag = z.string().regex(/^[\w][\w.-]{0,127}$/, "a tag");
 export const SeedEntry = z
   .object({
     ref: z.string().regex(IMAGE_REF, "an image reference with a tag, such as registry.k8s.io/pause:3.10.2"),
-    recipe: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "a directory name under images/").optional(),
+    recipe: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._-]*$/, "a directory name under images/")
+      .optional(),
     digest: Digest.optional(),
     upstreamDigest: Digest.optional(),
     /** More tags for the same image in the appliance's registry (e.g. latest). */
@@ -38,7 +41,9 @@ export const SeedEntry = z
      * -> lock artifact), e.g. the kube-apiserver recipe with kube-apiserver-v1.35.3 for an
      * extra served Kubernetes version.
      */
-    artifacts: z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name"), z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name")).optional(),
+    artifacts: z
+      .record(z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name"), z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "an artifact name"))
+      .optional(),
     /** Only included when the definition enables this feature. */
     requires: z.enum(["kubespray"]).optional(),
     note: z.string().optional(),
@@ -71,7 +76,10 @@ export async function loadSeedList(path: string): Promise<ListedImage[]> {
     raw = yaml.load(await readFile(path, "utf8"), { filename: path });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new UserError(code ? `image list ${path} cannot be read (${code})` : `${path}: not valid YAML: ${(error as Error).message}`, "fix the path in the definition's registry.lists, or the YAML syntax");
+    throw new UserError(
+      code ? `image list ${path} cannot be read (${code})` : `${path}: not valid YAML: ${(error as Error).message}`,
+      "fix the path in the definition's registry.lists, or the YAML syntax",
+    );
   }
   const result = SeedList.safeParse(raw);
   if (!result.success) {
@@ -93,13 +101,20 @@ export async function loadSeedLists(paths: string[]): Promise<ListedImage[]> {
       const existing = byRef.get(image.ref);
       if (existing) {
         if (existing.recipe !== image.recipe || existing.digest !== image.digest || existing.upstreamDigest !== image.upstreamDigest) {
-          throw new UserError(`${image.ref} is listed in ${existing.list} and ${image.list} with different recipes or digests`, "pin it the same way in both lists (or list it once)");
+          throw new UserError(
+            `${image.ref} is listed in ${existing.list} and ${image.list} with different recipes or digests`,
+            "pin it the same way in both lists (or list it once)",
+          );
         }
         continue;
       }
       const key = `${image.repository}:${image.tag}`;
       const clash = byRepoTag.get(key);
-      if (clash) throw new UserError(`${image.ref} (${image.list}) and ${clash.ref} (${clash.list}) would both be ${key} in the appliance's registry`, "the registry stores images without their registry host: list only one of them");
+      if (clash)
+        throw new UserError(
+          `${image.ref} (${image.list}) and ${clash.ref} (${clash.list}) would both be ${key} in the appliance's registry`,
+          "the registry stores images without their registry host: list only one of them",
+        );
       byRef.set(image.ref, image);
       byRepoTag.set(key, image);
     }
@@ -137,12 +152,18 @@ export function selectImages(images: ListedImage[], opts: { profile: ImageProfil
     const pull = opts.profile === "upstream" && (image.upstreamDigest || !image.recipe);
     if (pull) {
       if (!image.upstreamDigest && !opts.allowUnpinned) {
-        throw new UserError(`${image.list}: ${image.ref} has no upstreamDigest (an image list entry must be pinned by digest)`, "pin it: 'icn-bootstrap lock-images --upstream' (needs access to the upstream registries), or add upstreamDigest: sha256:... by hand");
+        throw new UserError(
+          `${image.list}: ${image.ref} has no upstreamDigest (an image list entry must be pinned by digest)`,
+          "pin it: 'icn-bootstrap lock-images --upstream' (needs access to the upstream registries), or add upstreamDigest: sha256:... by hand",
+        );
       }
       selected.push({ ...image, source: "pull", expected: image.upstreamDigest });
     } else if (image.recipe) {
       if (!image.digest && !opts.allowUnpinned) {
-        throw new UserError(`${image.list}: ${image.ref} has no digest (an image list entry must be pinned by digest)`, "run 'icn-bootstrap lock-images' to build it and write its digest into the list");
+        throw new UserError(
+          `${image.list}: ${image.ref} has no digest (an image list entry must be pinned by digest)`,
+          "run 'icn-bootstrap lock-images' to build it and write its digest into the list",
+        );
       }
       selected.push({ ...image, source: "recipe", expected: image.digest });
     } else {

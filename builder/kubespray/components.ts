@@ -44,9 +44,24 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
     version: "v1.9.1",
     binaries: Object.fromEntries(
       [
-        ["bridge", "main"], ["host-device", "main"], ["ipvlan", "main"], ["loopback", "main"], ["macvlan", "main"], ["ptp", "main"], ["vlan", "main"], ["dummy", "main"], ["tap", "main"],
-        ["dhcp", "ipam"], ["host-local", "ipam"], ["static", "ipam"],
-        ["bandwidth", "meta"], ["firewall", "meta"], ["portmap", "meta"], ["sbr", "meta"], ["tuning", "meta"], ["vrf", "meta"],
+        ["bridge", "main"],
+        ["host-device", "main"],
+        ["ipvlan", "main"],
+        ["loopback", "main"],
+        ["macvlan", "main"],
+        ["ptp", "main"],
+        ["vlan", "main"],
+        ["dummy", "main"],
+        ["tap", "main"],
+        ["dhcp", "ipam"],
+        ["host-local", "ipam"],
+        ["static", "ipam"],
+        ["bandwidth", "meta"],
+        ["firewall", "meta"],
+        ["portmap", "meta"],
+        ["sbr", "meta"],
+        ["tuning", "meta"],
+        ["vrf", "meta"],
       ].map(([name, kind]) => [`cni-${name}`, `github.com/containernetworking/plugins/plugins/${kind}/${name}`]),
     ),
     note: "what kubespray v2.31.0 installs on the compute nodes",
@@ -66,7 +81,9 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
     note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud common v1.3.79 is refused by the proxy: v1.3.81",
     // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's common
     // v1.3.79 that flannel requires and serves the next patch, v1.3.81 (same API).
-    replaces: () => ["github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.81"],
+    replaces: () => [
+      "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.81",
+    ],
   },
   {
     name: "crictl",
@@ -148,16 +165,28 @@ export function offlineBuildRecipe(module: string, version: string): { tags: str
   const v = version;
   switch (module) {
     case "github.com/containerd/containerd/v2":
-      return { tags: ["no_btrfs"], ldflags: [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"], cgo: false };
+      return {
+        tags: ["no_btrfs"],
+        ldflags: [`-X github.com/containerd/containerd/v2/version.Version=${v}`, "-X github.com/containerd/containerd/v2/version.Revision=archive"],
+        cgo: false,
+      };
     case "github.com/containernetworking/plugins":
       return { tags: [], ldflags: [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${v}`], cgo: false };
     case "github.com/containerd/nerdctl/v2":
-      return { tags: [], ldflags: [`-X github.com/containerd/nerdctl/v2/pkg/version.Version=${v}`, "-X github.com/containerd/nerdctl/v2/pkg/version.Revision=archive"], cgo: false };
+      return {
+        tags: [],
+        ldflags: [`-X github.com/containerd/nerdctl/v2/pkg/version.Version=${v}`, "-X github.com/containerd/nerdctl/v2/pkg/version.Revision=archive"],
+        cgo: false,
+      };
     case "sigs.k8s.io/cri-tools":
       return { tags: [], ldflags: [`-X sigs.k8s.io/cri-tools/pkg/version.Version=${v}`], cgo: false };
     // cgo, linked static with the pinned Debian toolchain (builder/sources/cgo.ts), as their Makefiles' static targets do.
     case "github.com/opencontainers/runc":
-      return { tags: ["seccomp", "urfave_cli_no_docs", "netgo", "osusergo"], ldflags: ["-X main.gitCommit=archive", "-linkmode external", "-extldflags -static"], cgo: true };
+      return {
+        tags: ["seccomp", "urfave_cli_no_docs", "netgo", "osusergo"],
+        ldflags: ["-X main.gitCommit=archive", "-linkmode external", "-extldflags -static"],
+        cgo: true,
+      };
     case "github.com/flannel-io/flannel":
       return { tags: [], ldflags: [`-X github.com/flannel-io/flannel/pkg/version.Version=${v}`, "-linkmode external", "-extldflags -static"], cgo: true };
     default:

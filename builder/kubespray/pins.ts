@@ -59,13 +59,21 @@ function servedTag(images: string[], repository: string): string | undefined {
 
 function tagOf(images: string[], repository: string, what: string): string {
   const tag = servedTag(images, repository);
-  if (!tag) throw new UserError(`kubespray pins: the registry serves no ${repository} image, which kubespray needs for ${what}`, `add it to registry-seed/bootstrap.yaml (and its recipe), or disable kubespray`);
+  if (!tag)
+    throw new UserError(
+      `kubespray pins: the registry serves no ${repository} image, which kubespray needs for ${what}`,
+      `add it to registry-seed/bootstrap.yaml (and its recipe), or disable kubespray`,
+    );
   return tag;
 }
 
 /** The checksum tables for every served version, newest first (kubespray's default kube_version is the first key). */
 function kubernetesChecksums(served: ServedKubernetes[], images: string[], arch: string): Record<string, Record<string, Record<string, string>>> {
-  if (served.length === 0) throw new UserError("kubespray pins: no Kubernetes version is served", "the files stage must serve kubeadm, kubelet and kubectl of the lock's Kubernetes version");
+  if (served.length === 0)
+    throw new UserError(
+      "kubespray pins: no Kubernetes version is served",
+      "the files stage must serve kubeadm, kubelet and kubectl of the lock's Kubernetes version",
+    );
   const newestFirst = [...served].sort((a, b) => compareVersions(b.version.replace(/^v/, ""), a.version.replace(/^v/, "")));
   const tables: Record<string, Record<string, Record<string, string>>> = {};
   for (const { version: tagged, files } of newestFirst) {
@@ -73,7 +81,7 @@ function kubernetesChecksums(served: ServedKubernetes[], images: string[], arch:
     for (const name of ["kubeadm", "kubelet", "kubectl"] as const) {
       const file = files.find((f) => f.name === name);
       if (!file) throw new UserError(`kubespray pins: the file server has no ${name} ${tagged}`, "the files stage must serve kubeadm, kubelet and kubectl");
-      ((tables[`${name}_checksums`] ??= { [arch]: {} })[arch]!)[version] = `sha256:${file.sha256}`;
+      (tables[`${name}_checksums`] ??= { [arch]: {} })[arch]![version] = `sha256:${file.sha256}`;
     }
     for (const repo of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) {
       if (!images.includes(`registry.k8s.io/${repo}:v${version}`)) {
@@ -98,7 +106,10 @@ export function kubesprayPins(inputs: PinInputs): Record<string, unknown> {
   const etcdVersion = etcdTag.replace(/^v/, "").replace(/-\d+$/, "");
   for (const a of inputs.archives ?? []) {
     if (a.versionVar === "etcd_version" && a.version !== etcdVersion) {
-      throw new UserError(`kubespray pins: the file server's etcd tarball is ${a.version}, the registry's etcd image ${etcdTag}`, "pin one etcd version for both (icn-bootstrap lock-artifacts, lock-images)");
+      throw new UserError(
+        `kubespray pins: the file server's etcd tarball is ${a.version}, the registry's etcd image ${etcdTag}`,
+        "pin one etcd version for both (icn-bootstrap lock-artifacts, lock-images)",
+      );
     }
     archives[a.versionVar] = a.version;
     archives[a.checksumsVar] = { [arch]: { [a.version]: `sha256:${a.sha256}` } };

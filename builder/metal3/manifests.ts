@@ -32,14 +32,20 @@ export async function readMetal3Manifests(lockPath?: string): Promise<Metal3Mani
   const crdDir = join(source.dir, CRD_DIR);
   const files = (await readdir(crdDir)).filter((f) => f.endsWith(".yaml")).sort();
   if (!files.includes("metal3.io_baremetalhosts.yaml")) {
-    throw new UserError(`${source.module} ${source.version} has no BareMetalHost CRD under ${CRD_DIR}`, "pin a baremetal-operator release with the config/ layout of v0.13 (icn-bootstrap lock-artifacts)");
+    throw new UserError(
+      `${source.module} ${source.version} has no BareMetalHost CRD under ${CRD_DIR}`,
+      "pin a baremetal-operator release with the config/ layout of v0.13 (icn-bootstrap lock-artifacts)",
+    );
   }
   const crds: Record<string, string> = {};
   for (const file of files) crds[file] = await readFile(join(crdDir, file), "utf8");
   const role = yaml.loadAll(await readFile(join(source.dir, ROLE_FILE), "utf8")).find((d) => (d as { kind?: string } | null)?.kind === "ClusterRole") as
-    | { metadata: { name: string } }
-    | undefined;
-  if (!role) throw new UserError(`${source.module} ${source.version}: ${ROLE_FILE} has no ClusterRole`, "pin a baremetal-operator release with the config/ layout of v0.13");
+    { metadata: { name: string } } | undefined;
+  if (!role)
+    throw new UserError(
+      `${source.module} ${source.version}: ${ROLE_FILE} has no ClusterRole`,
+      "pin a baremetal-operator release with the config/ layout of v0.13",
+    );
   role.metadata.name = BMO_CLUSTER_ROLE;
   const clusterRole = `# From ${source.module} ${source.version} ${ROLE_FILE} (controller-gen), renamed.\n${yaml.dump(role, { lineWidth: -1 })}`;
   return { module: source.module, version: source.version, crds, clusterRole };

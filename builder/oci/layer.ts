@@ -51,7 +51,12 @@ export function layerIndexDir(): string {
  * Returns the layer for `key` from the index when its blob is still in the store
  * (re-hashed), else writes it from `entries()` and records it.
  */
-export async function cachedLayer(key: string, what: string, entries: () => Promise<TarEntry[]>, store = new ContentStore()): Promise<LayerInfo & { reused: boolean }> {
+export async function cachedLayer(
+  key: string,
+  what: string,
+  entries: () => Promise<TarEntry[]>,
+  store = new ContentStore(),
+): Promise<LayerInfo & { reused: boolean }> {
   const indexPath = join(layerIndexDir(), `${sha256Text(`${LAYER_FORMAT}\n${key}`)}.json`);
   try {
     const record = JSON.parse(await readFile(indexPath, "utf8")) as LayerInfo;

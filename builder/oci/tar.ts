@@ -58,7 +58,18 @@ function splitUstar(path: string): { prefix: string; name: string } | undefined 
   return undefined;
 }
 
-function header(fields: { name: string; prefix: string; mode: number; uid: number; gid: number; size: number; typeflag: string; linkname: string; devmajor: number; devminor: number }): Buffer {
+function header(fields: {
+  name: string;
+  prefix: string;
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  typeflag: string;
+  linkname: string;
+  devmajor: number;
+  devminor: number;
+}): Buffer {
   const block = Buffer.alloc(BLOCK);
   block.write(fields.name, 0, 100, "utf8");
   block.write(octal(fields.mode & 0o7777, 8), 100, 8, "ascii");
@@ -158,7 +169,11 @@ export async function writeTar(entries: Iterable<TarEntry>, out: Writable): Prom
     if (entry.type !== "file" || entry.size === 0) continue;
     if (!entry.data) throw new Error(`tar entry ${entry.path} has no data source`);
     let remaining = entry.size;
-    const stream = createReadStream(entry.data.file, { start: entry.data.offset ?? 0, end: (entry.data.offset ?? 0) + entry.size - 1, highWaterMark: 1024 * 1024 });
+    const stream = createReadStream(entry.data.file, {
+      start: entry.data.offset ?? 0,
+      end: (entry.data.offset ?? 0) + entry.size - 1,
+      highWaterMark: 1024 * 1024,
+    });
     for await (const chunk of stream) {
       const buffer = chunk as Buffer;
       remaining -= buffer.length;
@@ -177,7 +192,10 @@ export function compareTarPaths(a: string, b: string): number {
 
 /** Normalises a member name: no "./" prefix, no leading or trailing "/". */
 export function cleanPath(path: string): string {
-  return path.replace(/^(\.\/)+/, "").replace(/^\/+/, "").replace(/\/+$/, "");
+  return path
+    .replace(/^(\.\/)+/, "")
+    .replace(/^\/+/, "")
+    .replace(/\/+$/, "");
 }
 
 function parseOctal(buffer: Buffer, start: number, length: number): number {
@@ -210,7 +228,8 @@ function parsePax(body: Buffer): Record<string, string> {
     const space = body.indexOf(0x20, at);
     if (space <= at) break; // padding (NULs) after the last record
     const length = Number(body.toString("ascii", at, space));
-    if (!Number.isInteger(length) || length <= space - at + 1 || at + length > body.length) throw new Error(`malformed pax record at byte ${at} of a pax header`);
+    if (!Number.isInteger(length) || length <= space - at + 1 || at + length > body.length)
+      throw new Error(`malformed pax record at byte ${at} of a pax header`);
     const text = body.subarray(space + 1, at + length - 1); // without its newline
     const eq = text.indexOf(0x3d);
     if (eq > 0) records[text.toString("utf8", 0, eq)] = text.toString("utf8", eq + 1);
@@ -219,7 +238,17 @@ function parsePax(body: Buffer): Record<string, string> {
   return records;
 }
 
-const TYPES: Record<string, EntryType> = { "0": "file", "\0": "file", "7": "file", "1": "hardlink", "2": "symlink", "3": "char", "4": "block", "5": "dir", "6": "fifo" };
+const TYPES: Record<string, EntryType> = {
+  "0": "file",
+  "\0": "file",
+  "7": "file",
+  "1": "hardlink",
+  "2": "symlink",
+  "3": "char",
+  "4": "block",
+  "5": "dir",
+  "6": "fifo",
+};
 
 /**
  * Reads the headers of an uncompressed tar file and returns its entries with the
@@ -267,7 +296,12 @@ export async function indexTar(file: string): Promise<TarEntry[]> {
           uid: pax.uid !== undefined ? Number(pax.uid) : parseOctal(block, 108, 8),
           gid: pax.gid !== undefined ? Number(pax.gid) : parseOctal(block, 116, 8),
           size: type === "file" ? realSize : 0,
-          linkname: type === "symlink" || type === "hardlink" ? (type === "hardlink" ? cleanPath(pax.linkpath ?? longLink ?? parseString(block, 157, 100)) : (pax.linkpath ?? longLink ?? parseString(block, 157, 100))) : undefined,
+          linkname:
+            type === "symlink" || type === "hardlink"
+              ? type === "hardlink"
+                ? cleanPath(pax.linkpath ?? longLink ?? parseString(block, 157, 100))
+                : (pax.linkpath ?? longLink ?? parseString(block, 157, 100))
+              : undefined,
           devmajor: type === "char" || type === "block" ? parseOctal(block, 329, 8) : undefined,
           devminor: type === "char" || type === "block" ? parseOctal(block, 337, 8) : undefined,
           xattrs: Object.keys(xattrs).length ? xattrs : undefined,
@@ -300,7 +334,7 @@ export async function readTarMember(archive: string, member: string): Promise<st
   const content = Buffer.alloc(found.size);
   const handle = await open(archive, "r");
   try {
-    for (let done = 0; done < found.size; ) {
+    for (let done = 0; done < found.size;) {
       const { bytesRead } = await handle.read(content, done, found.size - done, found.data!.offset! + done);
       if (bytesRead === 0) throw new Error(`${archive} ends inside its member ${found.path}`);
       done += bytesRead;
@@ -337,7 +371,14 @@ export function normalizeEntries(entries: TarEntry[]): TarEntry[] {
       byPath.set(
         member,
         member === first
-          ? { ...original, type: "file", size: source.size, data: source.data, linkname: undefined, mode: original.type === "hardlink" ? source.mode : original.mode }
+          ? {
+              ...original,
+              type: "file",
+              size: source.size,
+              data: source.data,
+              linkname: undefined,
+              mode: original.type === "hardlink" ? source.mode : original.mode,
+            }
           : { ...original, type: "hardlink", size: 0, data: undefined, linkname: first },
       );
     }

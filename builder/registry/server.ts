@@ -58,7 +58,8 @@ export function registryConfig(storage: string, listen: string, opts: { readOnly
 /** Starts docker-registry serving `storage` on `host` (a free port) and waits until it answers /v2/. */
 export async function startRegistry(storage: string, opts: { host?: string; port?: number; readOnly?: boolean } = {}): Promise<RegistryServer> {
   const bin = await findTool("docker-registry");
-  if (!bin) throw new UserError("missing host tool: docker-registry", "install it with 'apt-get install docker-registry' (or run scripts/setup-host.sh as root)");
+  if (!bin)
+    throw new UserError("missing host tool: docker-registry", "install it with 'apt-get install docker-registry' (or run scripts/setup-host.sh as root)");
   const host = opts.host ?? "127.0.0.1";
   await mkdir(storage, { recursive: true });
   const dir = await mkdtemp(join(tmpdir(), "icn-registry-"));

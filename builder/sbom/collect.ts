@@ -17,7 +17,22 @@ import type { SbomContainerImage, SbomDebianPackage, SbomGoBinary, SbomInput, Sb
 import { readBuildInfo } from "./go-buildinfo.js";
 
 /** Host packages whose versions decide the image's bytes (file system and boot loader tools). */
-const HOST_PACKAGES = ["mmdebstrap", "e2fsprogs", "dosfstools", "mtools", "gdisk", "grub-common", "grub-pc-bin", "grub-efi-amd64-bin", "fakeroot", "qemu-utils", "skopeo", "docker-registry", "gzip", "tar"];
+const HOST_PACKAGES = [
+  "mmdebstrap",
+  "e2fsprogs",
+  "dosfstools",
+  "mtools",
+  "gdisk",
+  "grub-common",
+  "grub-pc-bin",
+  "grub-efi-amd64-bin",
+  "fakeroot",
+  "qemu-utils",
+  "skopeo",
+  "docker-registry",
+  "gzip",
+  "tar",
+];
 
 export interface CollectOptions {
   name: string;
@@ -39,7 +54,9 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
   const store = new ContentStore();
   const debian: SbomDebianPackage[] = debianSets(opts.lock)
     .filter((set) => opts.sets.includes(set.name))
-    .flatMap((set) => Object.entries(set.packages).map(([name, pin]) => ({ set: set.name, name, version: pin.version, architecture: pin.architecture, sha256: pin.sha256 })));
+    .flatMap((set) =>
+      Object.entries(set.packages).map(([name, pin]) => ({ set: set.name, name, version: pin.version, architecture: pin.architecture, sha256: pin.sha256 })),
+    );
   const debianVersion = ((await readTarMember(rootfsTar(opts.rootfsDir), "etc/debian_version")) ?? "").trim();
 
   // sha256 -> binary; the same binary may be in several places.
@@ -61,13 +78,20 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
   const served = JSON.parse(await readFile(join(opts.filesDir, FILES_JSON), "utf8")) as { files: ServedManifestEntry[] };
   const files = [
     ...served.files.map(({ path, sha256, from }) => ({ path: `/${FILES_REPO_PATH}/${path}`, sha256, from })),
-    ...(opts.osImages ?? []).map((o) => ({ path: `/${o.path}`, sha256: o.sha256, from: `os-image:${o.name}`, debianSet: `os:${o.name}`, pythonPackages: o.pythonPackages ?? [] })),
+    ...(opts.osImages ?? []).map((o) => ({
+      path: `/${o.path}`,
+      sha256: o.sha256,
+      from: `os-image:${o.name}`,
+      debianSet: `os:${o.name}`,
+      pythonPackages: o.pythonPackages ?? [],
+    })),
   ];
   for (const f of served.files) {
     const location = `file server /${FILES_REPO_PATH}/${f.path}`;
     if (f.from.startsWith("artifact:")) add(f.sha256, f.from.slice("artifact:".length), store.pathOf(f.sha256), location);
     // A release archive's binaries (containerd, nerdctl, …), by the artifact they were copied from; a bare binary (runc.amd64) is the file itself.
-    for (const member of f.contains ?? []) add(member.sha256, member.artifact, store.pathOf(member.sha256), member.sha256 === f.sha256 ? location : `${location}:${member.path}`);
+    for (const member of f.contains ?? [])
+      add(member.sha256, member.artifact, store.pathOf(member.sha256), member.sha256 === f.sha256 ? location : `${location}:${member.path}`);
   }
 
   const goBinaries: SbomGoBinary[] = [];
@@ -80,10 +104,30 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
     opts.seeded.map(async (s) => {
       const planned = opts.plan.images.find((i) => i.ref === s.ref);
       const npmPackages = await bundledNpmPackages(planned?.recipe?.files ?? []);
-      return { ref: s.ref, repository: s.repository, tags: [s.tag, ...s.tags], digest: s.digest, source: s.source, ...debianSetOf(planned), binaries: imageBinaries.get(s.ref) ?? [], npmPackages, pythonPackages: planned?.recipe?.pythonPackages ?? [] };
+      return {
+        ref: s.ref,
+        repository: s.repository,
+        tags: [s.tag, ...s.tags],
+        digest: s.digest,
+        source: s.source,
+        ...debianSetOf(planned),
+        binaries: imageBinaries.get(s.ref) ?? [],
+        npmPackages,
+        pythonPackages: planned?.recipe?.pythonPackages ?? [],
+      };
     }),
   );
-  return { name: opts.name, epoch: opts.epoch, debianVersion, debian, goBinaries, containerImages, files, images: opts.images, tools: await hostToolVersions() };
+  return {
+    name: opts.name,
+    epoch: opts.epoch,
+    debianVersion,
+    debian,
+    goBinaries,
+    containerImages,
+    files,
+    images: opts.images,
+    tools: await hostToolVersions(),
+  };
 }
 
 /** The npm packages listed by a recipe's `sbom: npm-packages` files (scripts/build-bpa.ts writes one). */
@@ -96,10 +140,14 @@ async function bundledNpmPackages(files: { from: string; sbom?: string }[]): Pro
 
 async function hostToolVersions(): Promise<{ name: string; version: string }[]> {
   const { stdout } = await execa("dpkg-query", ["-W", "-f", "${Package} ${Version}\\n", ...HOST_PACKAGES], { reject: false });
-  return stdout.split("\n").filter(Boolean).map((line) => {
-    const [name, version] = line.split(" ");
-    return { name: name!, version: version! };
-  }).filter((t) => t.version);
+  return stdout
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [name, version] = line.split(" ");
+      return { name: name!, version: version! };
+    })
+    .filter((t) => t.version);
 }
 
 function debianSetOf(planned: ImagesPlan["images"][number] | undefined): { debianSet?: string } {

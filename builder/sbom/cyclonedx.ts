@@ -77,7 +77,14 @@ const sha256Hashes = (hex: string) => new Models.HashDictionary([[Enums.HashAlgo
 
 function golangPurl(path: string, version: string, subpath?: string): string {
   const slash = path.lastIndexOf("/");
-  return new PackageURL("golang", slash > 0 ? path.slice(0, slash) : undefined, slash > 0 ? path.slice(slash + 1) : path, version, undefined, subpath).toString();
+  return new PackageURL(
+    "golang",
+    slash > 0 ? path.slice(0, slash) : undefined,
+    slash > 0 ? path.slice(slash + 1) : path,
+    version,
+    undefined,
+    subpath,
+  ).toString();
 }
 
 /** "registry.k8s.io/kube-apiserver:v1.37.1" -> "registry.k8s.io/kube-apiserver" */
@@ -95,10 +102,16 @@ export function buildBom(input: SbomInput): Models.Bom {
     metadata: new Models.Metadata({ timestamp: new Date(input.epoch * 1000), component: appliance }),
   });
   for (const tool of input.tools) {
-    bom.metadata.tools.components.add(new Models.Component(Enums.ComponentType.Application, tool.name, { version: tool.version, description: "build host's Debian package" }));
+    bom.metadata.tools.components.add(
+      new Models.Component(Enums.ComponentType.Application, tool.name, { version: tool.version, description: "build host's Debian package" }),
+    );
   }
 
-  const os = new Models.Component(Enums.ComponentType.OperatingSystem, "debian", { bomRef: "os:debian", version: input.debianVersion, description: "the appliance's root filesystem" });
+  const os = new Models.Component(Enums.ComponentType.OperatingSystem, "debian", {
+    bomRef: "os:debian",
+    version: input.debianVersion,
+    description: "the appliance's root filesystem",
+  });
   bom.components.add(os);
   appliance.dependencies.add(os.bomRef);
   const debs = new Map<string, Models.Component>();
@@ -122,7 +135,12 @@ export function buildBom(input: SbomInput): Models.Bom {
     const key = purl;
     let component = modules.get(key);
     if (!component) {
-      component = new Models.Component(Enums.ComponentType.Library, path, { bomRef: key, version, purl, properties: new Models.PropertyRepository(sum ? [prop("go:sum", sum)] : []) });
+      component = new Models.Component(Enums.ComponentType.Library, path, {
+        bomRef: key,
+        version,
+        purl,
+        properties: new Models.PropertyRepository(sum ? [prop("go:sum", sum)] : []),
+      });
       modules.set(key, component);
       bom.components.add(component);
     }
@@ -150,7 +168,11 @@ export function buildBom(input: SbomInput): Models.Bom {
     const key = `pypi:${pkg.name}@${pkg.version}`;
     let component = pypi.get(key);
     if (!component) {
-      component = new Models.Component(Enums.ComponentType.Library, pkg.name, { bomRef: key, version: pkg.version, purl: new PackageURL("pypi", undefined, pkg.name, pkg.version, undefined, undefined).toString() });
+      component = new Models.Component(Enums.ComponentType.Library, pkg.name, {
+        bomRef: key,
+        version: pkg.version,
+        purl: new PackageURL("pypi", undefined, pkg.name, pkg.version, undefined, undefined).toString(),
+      });
       pypi.set(key, component);
       bom.components.add(component);
     }
@@ -165,7 +187,12 @@ export function buildBom(input: SbomInput): Models.Bom {
       version: info.main.version,
       purl: golangPurl(info.main.path, info.main.version, subpath),
       hashes: sha256Hashes(binary.sha256),
-      properties: new Models.PropertyRepository([prop("go:version", info.goVersion), prop("go:module", info.main.path), prop("go:package", info.package), ...binary.locations.map((l) => prop("location", l))]),
+      properties: new Models.PropertyRepository([
+        prop("go:version", info.goVersion),
+        prop("go:module", info.main.path),
+        prop("go:package", info.package),
+        ...binary.locations.map((l) => prop("location", l)),
+      ]),
     });
     bom.components.add(component);
     binaries.set(binary.sha256, component);
@@ -179,9 +206,20 @@ export function buildBom(input: SbomInput): Models.Bom {
     const component = new Models.Component(Enums.ComponentType.Container, repository, {
       bomRef: `oci:${image.ref}`,
       version: image.tags[0],
-      purl: new PackageURL("oci", undefined, repository.split("/").pop()!.toLowerCase(), image.digest, { repository_url: repository, tag: image.tags[0]! }, undefined).toString(),
+      purl: new PackageURL(
+        "oci",
+        undefined,
+        repository.split("/").pop()!.toLowerCase(),
+        image.digest,
+        { repository_url: repository, tag: image.tags[0]! },
+        undefined,
+      ).toString(),
       hashes: sha256Hashes(image.digest),
-      properties: new Models.PropertyRepository([prop("registry:repository", image.repository), ...image.tags.map((t) => prop("registry:tag", t)), prop("image:source", image.source)]),
+      properties: new Models.PropertyRepository([
+        prop("registry:repository", image.repository),
+        ...image.tags.map((t) => prop("registry:tag", t)),
+        prop("image:source", image.source),
+      ]),
     });
     bom.components.add(component);
     appliance.dependencies.add(component.bomRef);

@@ -30,7 +30,10 @@ export async function cgoToolchain(lockPath: string): Promise<CgoToolchain> {
   const pins = lock.images?.debian.toolchain;
   const missing = TOOLCHAIN_PACKAGES.filter((p) => !pins?.requested.includes(p));
   if (!pins || missing.length > 0) {
-    throw new UserError(`${lockPath}: the cgo toolchain (images.debian.toolchain) does not pin ${missing.join(", ") || "anything"}`, "run 'icn-bootstrap lock-images --keep-packages' to pin it");
+    throw new UserError(
+      `${lockPath}: the cgo toolchain (images.debian.toolchain) does not pin ${missing.join(", ") || "anything"}`,
+      "run 'icn-bootstrap lock-images --keep-packages' to pin it",
+    );
   }
   const result = await runStage(cgoToolchainStage, { debian: debianSource(lock), set: pins }, stagesDir());
   return { root: join(result.dir, CGO_ROOT), key: result.key };

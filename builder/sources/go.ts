@@ -98,7 +98,10 @@ export async function runGo(args: string[], opts: GoRunOptions): Promise<string>
 export async function runGoRaw(args: string[], opts: Omit<GoRunOptions, "what">): Promise<{ ok: boolean; stdout: string; all: string; exitCode?: number }> {
   const result = await execa(goBinary(), args, { cwd: opts.cwd, env: goEnv(opts.env), extendEnv: false, reject: false, all: true });
   if (result.exitCode === undefined && result.failed) {
-    throw new UserError(`the Go toolchain '${goBinary()}' cannot be run (${result.shortMessage})`, "install Go (scripts/setup-host.sh) or point ICN_BOOTSTRAP_GO at a go binary");
+    throw new UserError(
+      `the Go toolchain '${goBinary()}' cannot be run (${result.shortMessage})`,
+      "install Go (scripts/setup-host.sh) or point ICN_BOOTSTRAP_GO at a go binary",
+    );
   }
   return { ok: !result.failed, stdout: String(result.stdout ?? ""), all: String(result.all ?? result.stderr ?? ""), exitCode: result.exitCode };
 }
@@ -107,16 +110,25 @@ export function classifyGoFailure(output: string, what: string, command: string,
   const lines = output.trimEnd().split("\n");
   const tail = lines.slice(-12).join("\n    ");
   const find = (re: RegExp) => lines.find((l) => re.test(l))?.trim();
-  const lockFix = "pin a published version: fix it in appliance.lock.yaml (or pass it with --kubernetes) and run 'icn-bootstrap lock-artifacts', which regenerates go/<group>/go.mod and go.sum; 'go list -m -versions MODULE' lists the versions";
+  const lockFix =
+    "pin a published version: fix it in appliance.lock.yaml (or pass it with --kubernetes) and run 'icn-bootstrap lock-artifacts', which regenerates go/<group>/go.mod and go.sum; 'go list -m -versions MODULE' lists the versions";
 
-  const missing = find(/unknown revision|invalid version|no matching versions|not available|404 Not Found|410 Gone|no such host|cannot find module providing|reading \S+: no such file or directory/);
+  const missing = find(
+    /unknown revision|invalid version|no matching versions|not available|404 Not Found|410 Gone|no such host|cannot find module providing|reading \S+: no such file or directory/,
+  );
   if (missing) {
-    const detail = lines.map((l) => l.trim()).filter((l) => l && !/^go: downloading /.test(l)).join(" / ");
+    const detail = lines
+      .map((l) => l.trim())
+      .filter((l) => l && !/^go: downloading /.test(l))
+      .join(" / ");
     return new UserError(`${what}: the Go module version cannot be found: ${detail.length > 400 ? `${detail.slice(0, 400)}…` : detail}`, lockFix);
   }
   const tooOld = /requires go >= (\S+)/.exec(output);
   if (tooOld) {
-    return new UserError(`${what}: the module needs Go ${tooOld[1]}: ${find(/requires go >=/)}`, `install Go ${tooOld[1]} or newer and put it first on PATH (or point ICN_BOOTSTRAP_GO at it)`);
+    return new UserError(
+      `${what}: the module needs Go ${tooOld[1]}: ${find(/requires go >=/)}`,
+      `install Go ${tooOld[1]} or newer and put it first on PATH (or point ICN_BOOTSTRAP_GO at it)`,
+    );
   }
   const sum = find(/missing go\.sum entry|checksum mismatch|SECURITY ERROR|verifying .*: /);
   if (sum) {
@@ -126,6 +138,13 @@ export function classifyGoFailure(output: string, what: string, command: string,
     );
   }
   const stale = find(/updates to go\.mod needed|go: inconsistent vendoring|no required module provides package/);
-  if (stale) return new UserError(`${what}: the wrapper module is out of date: ${stale}`, "run 'icn-bootstrap lock-artifacts' to regenerate go/<group>/go.mod and go.sum from the pinned version");
-  return new UserError(`${what}: '${command}' failed (exit code ${exitCode ?? "?"}):\n    ${tail}`, "read the Go output above; rerun with the same command inside the wrapper module to debug");
+  if (stale)
+    return new UserError(
+      `${what}: the wrapper module is out of date: ${stale}`,
+      "run 'icn-bootstrap lock-artifacts' to regenerate go/<group>/go.mod and go.sum from the pinned version",
+    );
+  return new UserError(
+    `${what}: '${command}' failed (exit code ${exitCode ?? "?"}):\n    ${tail}`,
+    "read the Go output above; rerun with the same command inside the wrapper module to debug",
+  );
 }

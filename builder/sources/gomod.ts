@@ -95,7 +95,10 @@ export async function readWrapper(name: string, entry: GoModArtifact, baseDir: s
     goMod = await readFile(join(dir, "go.mod"), "utf8");
     goSum = await readFile(join(dir, "go.sum"), "utf8");
   } catch {
-    throw new UserError(`${name}: the wrapper module ${shown}/go.mod or go.sum is missing`, "run 'icn-bootstrap lock-artifacts' to generate it from the pinned version, and commit it");
+    throw new UserError(
+      `${name}: the wrapper module ${shown}/go.mod or go.sum is missing`,
+      "run 'icn-bootstrap lock-artifacts' to generate it from the pinned version, and commit it",
+    );
   }
   const pinned = requiredVersion(goMod, entry.module);
   if (pinned !== entry.version) {
@@ -115,7 +118,14 @@ export async function readWrapper(name: string, entry: GoModArtifact, baseDir: s
 }
 
 /** The cache key of one binary: everything its bytes depend on. */
-export function gomodKey(entry: GoModArtifact, pkg: string, toolchain: GoToolchain, goMod: string, goSum: string, cgoToolchainKey?: string): { key: string; inputs: Record<string, unknown> } {
+export function gomodKey(
+  entry: GoModArtifact,
+  pkg: string,
+  toolchain: GoToolchain,
+  goMod: string,
+  goSum: string,
+  cgoToolchainKey?: string,
+): { key: string; inputs: Record<string, unknown> } {
   const recipe = buildRecipe(entry);
   const inputs = {
     kind: "gomod/v1",
@@ -146,7 +156,8 @@ export async function ensureGoModBinary(name: string, entry: GoModArtifact, pkg:
   const recipe = buildRecipe(entry);
   let cgo: CgoToolchain | undefined;
   if (recipe.cgo) {
-    if (!ctx.lockPath) throw new UserError(`${name}: needs cgo, and no lock file names the pinned C toolchain`, "build it through 'icn-bootstrap fetch' or a build");
+    if (!ctx.lockPath)
+      throw new UserError(`${name}: needs cgo, and no lock file names the pinned C toolchain`, "build it through 'icn-bootstrap fetch' or a build");
     cgo = await cgoToolchain(ctx.lockPath);
   }
   const { key, inputs } = gomodKey(entry, pkg, toolchain, wrapper.goMod, wrapper.goSum, cgo?.key);
@@ -171,7 +182,10 @@ export async function ensureGoModBinary(name: string, entry: GoModArtifact, pkg:
   await mkdir(tmpRoot, { recursive: true });
   const work = await mkdtemp(join(tmpRoot, `build-${name}-`));
   const started = Date.now();
-  ctx.log(name, `building ${pkg}@${entry.version} with ${toolchain.version} (${entry.dir}, -mod=readonly${cgo ? ", cgo with the pinned Debian toolchain" : ""})`);
+  ctx.log(
+    name,
+    `building ${pkg}@${entry.version} with ${toolchain.version} (${entry.dir}, -mod=readonly${cgo ? ", cgo with the pinned Debian toolchain" : ""})`,
+  );
   const heartbeat = setInterval(() => ctx.log(name, `still building… ${formatSeconds(Date.now() - started)}`), ctx.heartbeatMs ?? 30_000);
   try {
     const out = join(work, name);

@@ -17,10 +17,28 @@ import { gomodIndexDir, readIndex, toolchainOnce, writeIndex, type ArtifactResul
 import type { GoSrcArtifact } from "./schema.js";
 import { ensureUrlFile, type DownloadOptions } from "./url.js";
 
-export async function ensureGoSrcBinary(name: string, entryName: string, entry: GoSrcArtifact, pkg: string, ctx: SourceContext, opts: DownloadOptions = {}): Promise<ArtifactResult> {
+export async function ensureGoSrcBinary(
+  name: string,
+  entryName: string,
+  entry: GoSrcArtifact,
+  pkg: string,
+  ctx: SourceContext,
+  opts: DownloadOptions = {},
+): Promise<ArtifactResult> {
   const toolchain = await toolchainOnce(ctx.goEnv);
   const ldflags = ["-s", "-w", ...entry.ldflags];
-  const inputs = { kind: "gosrc/v1", archive: entry.sha256.replace(/^sha256:/, ""), package: pkg, mod: entry.mod, go: toolchain.version, goos: toolchain.goos, goarch: toolchain.goarch, cgo: "0", flags: ["-trimpath"], ldflags };
+  const inputs = {
+    kind: "gosrc/v1",
+    archive: entry.sha256.replace(/^sha256:/, ""),
+    package: pkg,
+    mod: entry.mod,
+    go: toolchain.version,
+    goos: toolchain.goos,
+    goarch: toolchain.goarch,
+    cgo: "0",
+    flags: ["-trimpath"],
+    ldflags,
+  };
   const key = sha256Text(JSON.stringify(inputs));
   const indexPath = join(gomodIndexDir(), key.slice(0, 2), `${key}.json`);
   const record = await readIndex(indexPath);
@@ -30,7 +48,12 @@ export async function ensureGoSrcBinary(name: string, entryName: string, entry: 
     ctx.log(name, "cache entry was missing; rebuilding");
   }
 
-  const archive = await ensureUrlFile(entryName, { source: "url", url: entry.url, sha256: entry.sha256, version: entry.version, executable: false, profile: entry.profile }, ctx, opts);
+  const archive = await ensureUrlFile(
+    entryName,
+    { source: "url", url: entry.url, sha256: entry.sha256, version: entry.version, executable: false, profile: entry.profile },
+    ctx,
+    opts,
+  );
   const tmpRoot = join(cacheRoot(), "tmp");
   await mkdir(tmpRoot, { recursive: true });
   const work = await mkdtemp(join(tmpRoot, `gosrc-${name}-`));
@@ -40,10 +63,18 @@ export async function ensureGoSrcBinary(name: string, entryName: string, entry: 
     const tree = join(work, "src");
     await mkdir(tree);
     const extracted = await execa("tar", ["-xzf", archive.path, "-C", tree, "--strip-components=1", "--no-same-owner"], { reject: false, all: true });
-    if (extracted.failed) throw new UserError(`${name}: cannot extract ${entry.url}: ${String(extracted.all).trim().split("\n").pop()}`, "the lock file's entry must be a .tar.gz source archive with one top directory");
+    if (extracted.failed)
+      throw new UserError(
+        `${name}: cannot extract ${entry.url}: ${String(extracted.all).trim().split("\n").pop()}`,
+        "the lock file's entry must be a .tar.gz source archive with one top directory",
+      );
     ctx.log(name, `building ${pkg} of ${entry.url.split("/").pop()} (${entry.version}) with ${toolchain.version} (-mod=${entry.mod})`);
     const out = join(work, name);
-    await runGo(["build", `-mod=${entry.mod}`, "-trimpath", `-ldflags=${ldflags.join(" ")}`, "-o", out, pkg], { cwd: tree, env: { ...ctx.goEnv, GOFLAGS: `-mod=${entry.mod}` }, what: name });
+    await runGo(["build", `-mod=${entry.mod}`, "-trimpath", `-ldflags=${ldflags.join(" ")}`, "-o", out, pkg], {
+      cwd: tree,
+      env: { ...ctx.goEnv, GOFLAGS: `-mod=${entry.mod}` },
+      what: name,
+    });
     const seconds = (Date.now() - started) / 1000;
     const size = (await stat(out)).size;
     const sha256 = await ctx.store.put(out, { move: true, what: name });

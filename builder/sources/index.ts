@@ -40,7 +40,10 @@ export async function loadArtifacts(lockPath: string = DEFAULT_LOCK): Promise<Lo
   const result = Artifacts.safeParse((raw as { artifacts?: unknown } | null)?.artifacts ?? {});
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    throw new UserError(`${lockPath}: artifacts.${issue.path.join(".")}: ${issue.message}`, "fix the entry, or regenerate it with 'icn-bootstrap lock-artifacts'");
+    throw new UserError(
+      `${lockPath}: artifacts.${issue.path.join(".")}: ${issue.message}`,
+      "fix the entry, or regenerate it with 'icn-bootstrap lock-artifacts'",
+    );
   }
   checkUniqueBinaries(result.data, lockPath);
   return { lockPath, baseDir: await wrapperBase(lockPath, result.data), artifacts: result.data };
@@ -69,7 +72,11 @@ function checkUniqueBinaries(artifacts: Artifacts, lockPath: string): void {
     for (const name of names) {
       const key = `${entry.profile}/${name}`;
       const other = seen.get(key);
-      if (other) throw new UserError(`${lockPath}: artifact '${name}' is provided twice in profile ${entry.profile} (by '${other}' and '${entryName}')`, "remove one of the two entries");
+      if (other)
+        throw new UserError(
+          `${lockPath}: artifact '${name}' is provided twice in profile ${entry.profile} (by '${other}' and '${entryName}')`,
+          "remove one of the two entries",
+        );
       seen.set(key, entryName);
     }
   }
@@ -110,7 +117,8 @@ export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<Artifac
   let targets = selectTargets(loaded, opts);
   if (!opts.only?.length) {
     // An entry that cannot be verified (sha256: unknown) is only fetched when asked for by name.
-    for (const t of targets.filter((t) => t.source === "url" && t.entry.sha256 === "unknown")) (opts.log ?? defaultLog)(t.name, "skipped: sha256 unknown in the lock file (fetch it with --only once it is pinned)");
+    for (const t of targets.filter((t) => t.source === "url" && t.entry.sha256 === "unknown"))
+      (opts.log ?? defaultLog)(t.name, "skipped: sha256 unknown in the lock file (fetch it with --only once it is pinned)");
     targets = targets.filter((t) => !(t.source === "url" && t.entry.sha256 === "unknown"));
   }
   const ctx: SourceContext = {
@@ -146,9 +154,13 @@ export async function artifactPaths<N extends string>(names: N[], opts: Omit<Ens
 export async function pinnedModuleDir(entryName: string, what: string, lockPath?: string): Promise<{ dir: string; module: string; version: string }> {
   const loaded = await loadArtifacts(lockPath);
   const entry = loaded.artifacts[entryName];
-  if (!entry || entry.source !== "gomod") throw new UserError(`${what}: '${entryName}' is no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
+  if (!entry || entry.source !== "gomod")
+    throw new UserError(`${what}: '${entryName}' is no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
   const wrapper = await readWrapper(entryName, entry, loaded.baseDir);
-  const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what })) as { Dir?: string; Error?: string };
+  const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what })) as {
+    Dir?: string;
+    Error?: string;
+  };
   if (!info.Dir) throw new UserError(`${what}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
   return { dir: info.Dir, module: entry.module, version: entry.version };
 }

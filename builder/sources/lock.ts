@@ -53,7 +53,11 @@ export async function downloadModule(module: string, version: string, what: stri
       throw classifyGoFailure(result.all, what, `go ${command.join(" ")}`, result.exitCode);
     }
     if (info.Error || !result.ok) throw classifyGoFailure(info.Error ?? result.all, what, `go ${command.join(" ")}`, result.exitCode);
-    if (!info.GoMod || !info.Dir) throw new UserError(`${what}: cannot resolve ${module}@${version}: no go.mod in the download`, `check the module path; 'go list -m -versions ${module}' lists its versions`);
+    if (!info.GoMod || !info.Dir)
+      throw new UserError(
+        `${what}: cannot resolve ${module}@${version}: no go.mod in the download`,
+        `check the module path; 'go list -m -versions ${module}' lists its versions`,
+      );
     return { goMod: await readFile(info.GoMod, "utf8"), dir: info.Dir };
   } finally {
     await rm(work, { recursive: true, force: true });
@@ -76,7 +80,11 @@ export function kubernetesStagingReplaces(goMod: string, version: string): strin
     const m = /^\s*(?:replace\s+)?(k8s\.io\/[^\s]+)\s+=>\s+\.\/staging\/src\/(k8s\.io\/[^\s]+)\s*$/.exec(line);
     if (m) replaces.push(`${m[1]} => ${m[2]} ${staging}`);
   }
-  if (replaces.length === 0) throw new UserError(`kubernetes ${version}: its go.mod has no staging replace directives`, "this layout is not supported; pin a Kubernetes release v1.15 or newer");
+  if (replaces.length === 0)
+    throw new UserError(
+      `kubernetes ${version}: its go.mod has no staging replace directives`,
+      "this layout is not supported; pin a Kubernetes release v1.15 or newer",
+    );
   return replaces;
 }
 
@@ -84,7 +92,11 @@ export function kubernetesStagingReplaces(goMod: string, version: string): strin
 export function kubeadmVersions(constantsGo: string): { etcd: string; coredns: string } {
   const etcd = /DefaultEtcdVersion\s*=\s*"([^"]+)"/.exec(constantsGo)?.[1];
   const coredns = /CoreDNSVersion\s*=\s*"([^"]+)"/.exec(constantsGo)?.[1];
-  if (!etcd || !coredns) throw new UserError("kubernetes: cannot find DefaultEtcdVersion/CoreDNSVersion in cmd/kubeadm/app/constants/constants.go", "pin etcd and coredns by hand with --etcd and --coredns");
+  if (!etcd || !coredns)
+    throw new UserError(
+      "kubernetes: cannot find DefaultEtcdVersion/CoreDNSVersion in cmd/kubeadm/app/constants/constants.go",
+      "pin etcd and coredns by hand with --etcd and --coredns",
+    );
   // Image tags: "3.7.0-0" -> module version v3.7.0 (the "-N" is the image revision).
   return { etcd: `v${etcd.replace(/^v/, "").replace(/-\d+$/, "")}`, coredns: `v${coredns.replace(/^v/, "")}` };
 }
@@ -98,7 +110,10 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
   const derived = kubeadmVersions(constants);
   const etcd = overrides.etcd ?? derived.etcd;
   const coredns = overrides.coredns ?? derived.coredns;
-  log("lock", `kubeadm ${version} deploys etcd ${derived.etcd} and CoreDNS ${derived.coredns}${overrides.etcd || overrides.coredns ? ` (overridden: etcd ${etcd}, coredns ${coredns})` : ""}`);
+  log(
+    "lock",
+    `kubeadm ${version} deploys etcd ${derived.etcd} and CoreDNS ${derived.coredns}${overrides.etcd || overrides.coredns ? ` (overridden: etcd ${etcd}, coredns ${coredns})` : ""}`,
+  );
   return [
     {
       name: "kubernetes",
@@ -107,7 +122,13 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
       binaries: Object.fromEntries(KUBERNETES_BINARIES.map((b) => [b, `k8s.io/kubernetes/cmd/${b}`])),
       replaces: (goMod) => kubernetesStagingReplaces(goMod, version),
     },
-    { name: "etcd", module: "go.etcd.io/etcd/server/v3", version: etcd, binaries: { etcd: "go.etcd.io/etcd/server/v3" }, note: `the etcd version kubeadm ${version} deploys` },
+    {
+      name: "etcd",
+      module: "go.etcd.io/etcd/server/v3",
+      version: etcd,
+      binaries: { etcd: "go.etcd.io/etcd/server/v3" },
+      note: `the etcd version kubeadm ${version} deploys`,
+    },
     // kubespray puts etcdctl and etcdutl on control-plane nodes from etcd's release tarball
     // even when kubeadm runs etcd (roles/etcdctl_etcdutl): the tarball is served, so they are built.
     {
@@ -118,7 +139,13 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
       binaries: { etcdctl: "go.etcd.io/etcd/etcdctl/v3", etcdutl: "go.etcd.io/etcd/etcdutl/v3" },
       note: `etcd's command-line tools, at the etcd version kubeadm ${version} deploys`,
     },
-    { name: "coredns", module: "github.com/coredns/coredns", version: coredns, binaries: { coredns: "github.com/coredns/coredns" }, note: `the CoreDNS version kubeadm ${version} deploys` },
+    {
+      name: "coredns",
+      module: "github.com/coredns/coredns",
+      version: coredns,
+      binaries: { coredns: "github.com/coredns/coredns" },
+      note: `the CoreDNS version kubeadm ${version} deploys`,
+    },
   ];
 }
 
@@ -146,7 +173,9 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
     `go ${go}`,
     ...(godebug.length ? ["", ...godebug] : []),
     "",
-    ...(spec.alsoRequires?.length ? ["require (", ...[spec.module, ...spec.alsoRequires].map((m) => `\t${m} ${spec.version}`), ")"] : [`require ${spec.module} ${spec.version}`]),
+    ...(spec.alsoRequires?.length
+      ? ["require (", ...[spec.module, ...spec.alsoRequires].map((m) => `\t${m} ${spec.version}`), ")"]
+      : [`require ${spec.module} ${spec.version}`]),
     ...(replaces.length ? ["", "replace (", ...replaces.map((r) => `\t${r}`), ")"] : []),
     "",
     "tool (",
@@ -158,11 +187,18 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
   try {
     await writeFile(join(work, "go.mod"), lines.join("\n"));
     log(spec.name, `go mod tidy for ${spec.module} ${spec.version} (${replaces.length} generated replace directives)`);
-    await runGo(["mod", "tidy", ...(spec.tidyIgnoringTestOnlyErrors ? ["-e"] : [])], { cwd: work, env: { GOFLAGS: "-mod=mod", ...ctx.goEnv }, what: spec.name });
+    await runGo(["mod", "tidy", ...(spec.tidyIgnoringTestOnlyErrors ? ["-e"] : [])], {
+      cwd: work,
+      env: { GOFLAGS: "-mod=mod", ...ctx.goEnv },
+      what: spec.name,
+    });
     const goMod = await readFile(join(work, "go.mod"), "utf8");
     const goSum = await readFile(join(work, "go.sum"), "utf8").catch(() => "");
     await mkdir(dir, { recursive: true });
-    for (const [file, text] of [["go.mod", goMod], ["go.sum", goSum]] as const) {
+    for (const [file, text] of [
+      ["go.mod", goMod],
+      ["go.sum", goSum],
+    ] as const) {
       const temp = tempSibling(join(dir, file));
       await writeFile(temp, text);
       await rename(temp, join(dir, file));
@@ -276,7 +312,8 @@ export async function lockUpstreamKubernetes(opts: { lockPath?: string; baseUrl?
   const raw = await readLockRaw(lockPath);
   const artifacts = Artifacts.parse(raw.artifacts ?? {});
   const k8s = artifacts.kubernetes;
-  if (k8s?.source !== "gomod") throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "run 'icn-bootstrap lock-artifacts --kubernetes vX.Y.Z' first");
+  if (k8s?.source !== "gomod")
+    throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "run 'icn-bootstrap lock-artifacts --kubernetes vX.Y.Z' first");
   const base = (opts.baseUrl ?? KUBERNETES_RELEASE_BASE).replace(/\/$/, "");
   for (const binary of Object.keys(k8s.binaries)) {
     const url = `${base}/${k8s.version}/bin/linux/${opts.arch ?? "amd64"}/${binary}`;
@@ -286,7 +323,10 @@ export async function lockUpstreamKubernetes(opts: { lockPath?: string; baseUrl?
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       text = await response.text();
     } catch (error) {
-      throw new UserError(`${binary}: cannot read the published digest ${url}.sha256: ${(error as Error).message}`, "the upstream profile needs access to the Kubernetes release host; without it, use the default gomod profile");
+      throw new UserError(
+        `${binary}: cannot read the published digest ${url}.sha256: ${(error as Error).message}`,
+        "the upstream profile needs access to the Kubernetes release host; without it, use the default gomod profile",
+      );
     }
     const digest = /^[0-9a-f]{64}\b/.exec(text.trim())?.[0];
     if (!digest) throw new UserError(`${binary}: ${url}.sha256 does not hold a sha256 digest`, "check the release base URL");

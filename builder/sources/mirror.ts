@@ -35,7 +35,10 @@ export async function activeMirror(env: NodeJS.ProcessEnv = process.env): Promis
   const dir = setting ? resolve(setting) : existsSync(DEFAULT_MIRROR_DIR) ? DEFAULT_MIRROR_DIR : undefined;
   if (!dir) return undefined;
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    throw new UserError(`${MIRROR_ENV}=${setting}: no such directory`, "point it at a directory laid out by upstream URL (<dir>/github.com/...), at an http(s) base URL, or unset it");
+    throw new UserError(
+      `${MIRROR_ENV}=${setting}: no such directory`,
+      "point it at a directory laid out by upstream URL (<dir>/github.com/...), at an http(s) base URL, or unset it",
+    );
   }
   const { base } = await serveDirectory(dir);
   return { base, describe: `${dir} (${setting ? MIRROR_ENV : "the default mirror directory"}, served on ${base})` };

@@ -38,7 +38,10 @@ export function checkPinnedRequirements(text: string, file: string): { name: str
     if (!line) continue;
     const m = /^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(\s*;[^-]*)?((\s+--hash=sha256:[0-9a-f]{64})+)\s*$/.exec(line);
     if (!m) {
-      throw new UserError(`${file}: '${line.slice(0, 80)}' is not pinned with its hashes (name==version --hash=sha256:...)`, "regenerate the file with 'npm run lock:runner' (uv pip compile --generate-hashes)");
+      throw new UserError(
+        `${file}: '${line.slice(0, 80)}' is not pinned with its hashes (name==version --hash=sha256:...)`,
+        "regenerate the file with 'npm run lock:runner' (uv pip compile --generate-hashes)",
+      );
     }
     pins.push({ name: m[1]!.toLowerCase(), version: m[2]! });
   }
@@ -52,15 +55,26 @@ async function pipVenv(log: (message: string) => void): Promise<string> {
   if (existsSync(pip)) return pip;
   log(`creating the build's pip (python3 -m venv ${venv})`);
   const made = await execa("python3", ["-m", "venv", venv], { all: true, reject: false });
-  if (made.failed) throw new UserError(`cannot create a Python venv for pip: ${String(made.all).trim().split("\n").pop()}`, "install python3-venv (scripts/setup-host.sh does)");
+  if (made.failed)
+    throw new UserError(
+      `cannot create a Python venv for pip: ${String(made.all).trim().split("\n").pop()}`,
+      "install python3-venv (scripts/setup-host.sh does)",
+    );
   return pip;
 }
 
 async function pip(pipPath: string, args: string[], what: string): Promise<void> {
   const result = await execa(pipPath, ["--disable-pip-version-check", "--no-input", ...args], { all: true, reject: false });
   if (result.failed) {
-    const tail = String(result.all ?? "").trimEnd().split("\n").slice(-12).join("\n    ");
-    throw new UserError(`${what}: pip ${args[0]} failed:\n    ${tail}`, "PyPI must be reachable for the first build (wheels are cached afterwards); a hash mismatch means the requirements file and PyPI disagree: regenerate it with 'npm run lock:runner'");
+    const tail = String(result.all ?? "")
+      .trimEnd()
+      .split("\n")
+      .slice(-12)
+      .join("\n    ");
+    throw new UserError(
+      `${what}: pip ${args[0]} failed:\n    ${tail}`,
+      "PyPI must be reachable for the first build (wheels are cached afterwards); a hash mismatch means the requirements file and PyPI disagree: regenerate it with 'npm run lock:runner'",
+    );
   }
 }
 
@@ -68,7 +82,9 @@ async function pip(pipPath: string, args: string[], what: string): Promise<void>
 export async function ensurePythonTree(requirementsFile: string, python: string, what: string, log: (message: string) => void): Promise<PythonTree> {
   const text = await readFile(requirementsFile, "utf8");
   const packages = checkPinnedRequirements(text, requirementsFile);
-  const key = createHash("sha256").update(`${LAYOUT_VERSION}\n${python}\n${PLATFORMS.join(",")}\n${text}`).digest("hex");
+  const key = createHash("sha256")
+    .update(`${LAYOUT_VERSION}\n${python}\n${PLATFORMS.join(",")}\n${text}`)
+    .digest("hex");
   const dir = join(cacheRoot(), "python", "trees", key);
   const tree = { dir, sitePackages: join(dir, "site-packages"), bin: join(dir, "bin"), packages };
   if (existsSync(join(dir, ".complete"))) return tree;
@@ -79,10 +95,40 @@ export async function ensurePythonTree(requirementsFile: string, python: string,
   await rm(work, { recursive: true, force: true });
   await mkdir(wheels, { recursive: true });
   const abi = `cp${python.replace(".", "")}`;
-  const target = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none", ...PLATFORMS.flatMap((p) => ["--platform", p])];
+  const target = [
+    "--only-binary=:all:",
+    "--python-version",
+    python,
+    "--implementation",
+    "cp",
+    "--abi",
+    abi,
+    "--abi",
+    "abi3",
+    "--abi",
+    "none",
+    ...PLATFORMS.flatMap((p) => ["--platform", p]),
+  ];
   log(`${packages.length} Python packages for python${python} (${packages.map((p) => `${p.name} ${p.version}`).join(", ")})`);
   await pip(pipPath, ["download", "--require-hashes", "--no-deps", ...target, "-d", wheels, "-r", requirementsFile], what);
-  await pip(pipPath, ["install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-deps", "--no-compile", ...target, "--target", join(work, "site-packages"), "-r", requirementsFile], what);
+  await pip(
+    pipPath,
+    [
+      "install",
+      "--no-index",
+      "--find-links",
+      wheels,
+      "--require-hashes",
+      "--no-deps",
+      "--no-compile",
+      ...target,
+      "--target",
+      join(work, "site-packages"),
+      "-r",
+      requirementsFile,
+    ],
+    what,
+  );
   await mkdir(join(work, "bin"), { recursive: true });
   const scripts = join(work, "site-packages", "bin");
   for (const name of existsSync(scripts) ? (await readdir(scripts)).sort() : []) {

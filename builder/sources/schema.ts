@@ -70,7 +70,9 @@ export const GoSrcArtifact = z
     size: z.number().int().nonnegative().optional(),
     mod: z.enum(["vendor", "mod"]),
     /** Binary name -> main package, relative to the archive's top directory (e.g. '.' or './cmd/crictl'). */
-    binaries: z.record(Name, z.string().regex(/^\.(\/[A-Za-z0-9._-]+)*$/, "a package path inside the archive, such as './cmd/x'")).refine((b) => Object.keys(b).length > 0, "at least one binary"),
+    binaries: z
+      .record(Name, z.string().regex(/^\.(\/[A-Za-z0-9._-]+)*$/, "a package path inside the archive, such as './cmd/x'"))
+      .refine((b) => Object.keys(b).length > 0, "at least one binary"),
     ldflags: z.array(z.string()).default([]),
     profile: Profile.default("default"),
   })

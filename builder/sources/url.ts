@@ -73,7 +73,17 @@ export async function ensureUrlFile(name: string, entry: UrlArtifact, ctx: Sourc
   await ctx.store.put(partial, { expected, move: true, what: name });
   const seconds = (Date.now() - started) / 1000;
   ctx.log(name, `downloaded ${formatBytes(size)} in ${formatSeconds(seconds * 1000)}, sha256 verified`);
-  return { name, source: "url", version, path: ctx.store.pathOf(expected), sha256: expected, size, status: "downloaded", seconds, ...(repaired ? { repaired } : {}) };
+  return {
+    name,
+    source: "url",
+    version,
+    path: ctx.store.pathOf(expected),
+    sha256: expected,
+    size,
+    status: "downloaded",
+    seconds,
+    ...(repaired ? { repaired } : {}),
+  };
 }
 
 class BrokenTransfer extends Error {}
@@ -124,7 +134,10 @@ async function download(name: string, url: string, partial: string, ctx: SourceC
 }
 
 async function transfer(name: string, url: string, partial: string, ctx: SourceContext, opts: DownloadOptions): Promise<void> {
-  const have = await stat(partial).then((s) => s.size, () => 0);
+  const have = await stat(partial).then(
+    (s) => s.size,
+    () => 0,
+  );
   const idle = new AbortController();
   let idleTimer: NodeJS.Timeout | undefined;
   const armIdle = () => {
@@ -141,7 +154,10 @@ async function transfer(name: string, url: string, partial: string, ctx: SourceC
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     const reason = cause?.code ?? cause?.message ?? (error as Error).message;
     if (cause?.code === "ECONNRESET" || cause?.code === "UND_ERR_SOCKET") throw new BrokenTransfer(`connection lost (${reason})`);
-    throw new UserError(`${name}: cannot download ${url}: ${reason}`, "check the URL in appliance.lock.yaml and that the host is reachable; where it is not, set ICN_BOOTSTRAP_MIRROR to a directory (or base URL) laid out by upstream URL that has the file (README, \"Application clusters\")");
+    throw new UserError(
+      `${name}: cannot download ${url}: ${reason}`,
+      'check the URL in appliance.lock.yaml and that the host is reachable; where it is not, set ICN_BOOTSTRAP_MIRROR to a directory (or base URL) laid out by upstream URL that has the file (README, "Application clusters")',
+    );
   }
 
   let offset = 0;
@@ -165,7 +181,8 @@ async function transfer(name: string, url: string, partial: string, ctx: SourceC
     clearTimeout(idleTimer);
     await response.body?.cancel();
     if (response.status >= 500 || response.status === 429) throw new BrokenTransfer(`HTTP ${response.status}`);
-    if (response.status === 404) throw new NotFound(`${name}: download of ${url} failed: HTTP 404 ${response.statusText}`, "check the URL in appliance.lock.yaml");
+    if (response.status === 404)
+      throw new NotFound(`${name}: download of ${url} failed: HTTP 404 ${response.statusText}`, "check the URL in appliance.lock.yaml");
     throw new UserError(`${name}: download of ${url} failed: HTTP ${response.status} ${response.statusText}`, "check the URL in appliance.lock.yaml");
   } else if (have > 0) {
     ctx.log(name, "server does not support resuming (no Range); restarting from zero");
@@ -191,7 +208,11 @@ async function transfer(name: string, url: string, partial: string, ctx: SourceC
   });
   try {
     if (!response.body) throw new BrokenTransfer("empty response");
-    await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), progress, createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }));
+    await pipeline(
+      Readable.fromWeb(response.body as import("node:stream/web").ReadableStream),
+      progress,
+      createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }),
+    );
   } catch (error) {
     if (error instanceof UserError) throw error;
     throw new BrokenTransfer(`connection lost after ${formatBytes(received)}${total ? ` of ${formatBytes(total)}` : ""} (${(error as Error).message})`);

@@ -35,7 +35,14 @@ export const LAYER_TREE = "tree";
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
   sources: [import.meta.filename, ...ASSEMBLE_SOURCES],
-  inputs: ({ definition, epoch, rootfs, layers = [] }) => ({ epoch, rootfs: rootfs.key, layers: layers.map((l) => `${l.name}:${l.key}`), disk: definition.disk, console: definition.console, name: definition.name }),
+  inputs: ({ definition, epoch, rootfs, layers = [] }) => ({
+    epoch,
+    rootfs: rootfs.key,
+    layers: layers.map((l) => `${l.name}:${l.key}`),
+    disk: definition.disk,
+    console: definition.console,
+    name: definition.name,
+  }),
   async build(run, { definition, epoch, rootfs, layers = [] }) {
     await assembleDisk(run, {
       seed: [rootfs.key, ...layers.map((l) => l.key)].join(":"),

@@ -77,7 +77,8 @@ interface ServedVersion {
 /** The lock's Kubernetes version (artifacts.kubernetes) and the extra ones (artifacts.kubernetes-<version>). */
 function servedVersions(lock: LockFile, lockPath: string, extra: string[] = []): ServedVersion[] {
   const k8s = lock.artifacts.kubernetes;
-  if (!k8s || k8s.source !== "gomod") throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
+  if (!k8s || k8s.source !== "gomod")
+    throw new UserError(`${lockPath}: no Kubernetes version pinned (artifacts.kubernetes)`, "run 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
   const served: ServedVersion[] = [{ version: k8s.version, artifacts: { kubeadm: "kubeadm", kubelet: "kubelet", kubectl: "kubectl" } }];
   for (const version of extra) {
     if (version === k8s.version) continue;
@@ -109,7 +110,13 @@ export const filesStage: Stage<FilesDeps> = {
     const served = servedVersions(lock, lockPath, extraKubernetesVersions);
     const kubeArtifacts = served.flatMap((v) => Object.values(v.artifacts));
     const results = await ensureArtifacts({ lockPath, only: [...kubeArtifacts, ...(kubespray ? ["kubespray", ...(archives ? archiveBinaries() : [])] : [])] });
-    return { versions: served, artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])), kubespray, images: kubespray ? [...images].sort() : [], archives };
+    return {
+      versions: served,
+      artifacts: Object.fromEntries(results.map((r) => [r.name, r.sha256])),
+      kubespray,
+      images: kubespray ? [...images].sort() : [],
+      archives,
+    };
   },
   async build(run, { lock, lockPath, kubespray, images, archives: withArchives = true, extraKubernetesVersions = [] }) {
     const repo = join(run.out, "tree", FILES_ROOT, FILES_REPO_PATH);
@@ -146,7 +153,10 @@ export const filesStage: Stage<FilesDeps> = {
         try {
           await (await import("node:fs/promises")).stat(join(tree, entryPoint));
         } catch {
-          throw new UserError(`kubespray: ${fileName} has no ${entryPoint} at its top directory`, "the lock file's artifacts.kubespray must be a kubespray release tarball (one top directory with cluster.yml, scale.yml, upgrade-cluster.yml, inventory/sample)");
+          throw new UserError(
+            `kubespray: ${fileName} has no ${entryPoint} at its top directory`,
+            "the lock file's artifacts.kubespray must be a kubespray release tarball (one top directory with cluster.yml, scale.yml, upgrade-cluster.yml, inventory/sample)",
+          );
         }
       }
       run.log(`kubespray ${entry?.source === "url" ? (entry.version ?? "") : ""} extracted for the runner image`);
@@ -157,9 +167,20 @@ export const filesStage: Stage<FilesDeps> = {
       // On the appliance: a ConfigMap among the first-boot manifests; the BPA copies it into its Jobs' inventory.
       const manifests = join(run.out, "tree", MANIFESTS_TARGET, "bpa");
       await mkdir(manifests, { recursive: true });
-      await writeFile(join(manifests, "kubespray-pins.yaml"), `# Written by the build (stage files): what this appliance serves to kubespray.\n${kubesprayPinsManifest(pins)}`);
+      await writeFile(
+        join(manifests, "kubespray-pins.yaml"),
+        `# Written by the build (stage files): what this appliance serves to kubespray.\n${kubesprayPinsManifest(pins)}`,
+      );
       const summary = readServedPins(pins);
-      run.log(`kubespray pins: Kubernetes ${versions}${typeof summary === "string" ? "" : `, ${Object.entries(summary.components).map(([c, v]) => `${c} ${v}`).join(", ")}`}`);
+      run.log(
+        `kubespray pins: Kubernetes ${versions}${
+          typeof summary === "string"
+            ? ""
+            : `, ${Object.entries(summary.components)
+                .map(([c, v]) => `${c} ${v}`)
+                .join(", ")}`
+        }`,
+      );
     }
     await writeFile(join(run.out, FILES_JSON), JSON.stringify({ filesRepo: `/${FILES_REPO_PATH}`, files: manifest }, null, 2));
     run.log(`${manifest.length} files under files_repo (/${FILES_REPO_PATH})`);
@@ -175,7 +196,11 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
   const served: ServedArchive[] = [];
   for (const archive of OFFLINE_ARCHIVES) {
     const entry = lock.artifacts[archive.entry];
-    if (!entry || entry.source !== "gomod") throw new UserError(`${lockPath}: artifacts.${archive.entry} is not pinned`, "run 'icn-bootstrap lock-artifacts' (it pins the compute nodes' components with Kubernetes)");
+    if (!entry || entry.source !== "gomod")
+      throw new UserError(
+        `${lockPath}: artifacts.${archive.entry} is not pinned`,
+        "run 'icn-bootstrap lock-artifacts' (it pins the compute nodes' components with Kubernetes)",
+      );
     const version = entry.version.replace(/^v/, "");
     const path = archive.path(version);
     const target = join(repo, path);
@@ -199,7 +224,19 @@ async function writeArchives(run: StageRun, repo: string, lock: LockFile, lockPa
       await chmod(join(staging, member), 0o755);
     }
     const members = Object.keys(memberBinaries).sort();
-    await run.exec("bash", ["-o", "pipefail", "-c", 'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"', "tar", staging, ...members], { env: { TARGET: target } });
+    await run.exec(
+      "bash",
+      [
+        "-o",
+        "pipefail",
+        "-c",
+        'cd "$1" && shift && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "$@" | gzip -n -9 > "$TARGET"',
+        "tar",
+        staging,
+        ...members,
+      ],
+      { env: { TARGET: target } },
+    );
     await rm(staging, { recursive: true, force: true });
     const sha256 = await sha256File(target);
     await writeFile(`${target}.sha256sum`, `${sha256}  ${basename(path)}\n`);

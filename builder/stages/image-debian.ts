@@ -36,7 +36,7 @@ export const SOURCE_DATE_EPOCH = "1735689600";
 const PYTHON_BYTECODE =
   'if [ -x "$1"/usr/bin/python3 ]; then env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHONHASHSEED=0 SOURCE_DATE_EPOCH=' +
   SOURCE_DATE_EPOCH +
-  ' chroot "$1" sh -c \'python3 -m compileall -qq --invalidation-mode checked-hash /usr/lib/python3 /usr/lib/python3.[0-9]*\' || true; fi';
+  " chroot \"$1\" sh -c 'python3 -m compileall -qq --invalidation-mode checked-hash /usr/lib/python3 /usr/lib/python3.[0-9]*' || true; fi";
 
 /** Files that differ from run to run, or that a container image does not need. */
 const CLEANUP = [
@@ -47,7 +47,13 @@ const CLEANUP = [
   ': > "$1"/etc/machine-id',
 ].join(" && ");
 
-const DPKG_EXCLUDES = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*", "path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/locale/*"];
+const DPKG_EXCLUDES = [
+  "path-exclude=/usr/share/man/*",
+  "path-exclude=/usr/share/info/*",
+  "path-exclude=/usr/share/doc/*",
+  "path-include=/usr/share/doc/*/copyright",
+  "path-exclude=/usr/share/locale/*",
+];
 
 export type DebianSource = Pick<DebianSources, "suite" | "components" | "archives" | "keyring">;
 
@@ -83,15 +89,22 @@ export function pinnedInputs({ debian, set, resolve }: ImageBaseDeps) {
 
 export function checkPinned(installed: Record<string, string>, set: PackageSet, what: string): void {
   const pinned = versionsOf(set.packages);
-  const drift = Object.entries(installed).filter(([n, v]) => pinned[n] !== v).map(([n, v]) => `${n} ${v} (locked ${pinned[n] ?? "-"})`);
-  if (drift.length > 0) throw new UserError(`the image ${what} set differs from the lock file: ${drift.slice(0, 8).join("; ")}`, "run 'icn-bootstrap lock-images' to re-pin it");
+  const drift = Object.entries(installed)
+    .filter(([n, v]) => pinned[n] !== v)
+    .map(([n, v]) => `${n} ${v} (locked ${pinned[n] ?? "-"})`);
+  if (drift.length > 0)
+    throw new UserError(`the image ${what} set differs from the lock file: ${drift.slice(0, 8).join("; ")}`, "run 'icn-bootstrap lock-images' to re-pin it");
 }
 
 /** A minbase root with a pinned set as a tar (run.out/<file>), checked against the pins; its packages in PACKAGES_JSON. */
 async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: string, file: string): Promise<string> {
   const tar = join(run.out, file);
   run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
-  await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, what));
+  await mmdebstrap(
+    run.exec,
+    { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } },
+    choice(set, resolve, what),
+  );
   const status = await readTarMember(tar, "var/lib/dpkg/status");
   if (!status) throw new Error(`mmdebstrap produced an image ${what} without /var/lib/dpkg/status`);
   const installed = parseDpkgStatus(status);
@@ -157,7 +170,19 @@ export const imageCompileStage: Stage<ImageCompileDeps> = {
       `chroot "$1" dpkg-query -W -f '\${Package} \${Version} \${db:Status-Abbrev}\\n' > ${join(run.out, "dpkg.txt")}`,
     ];
     run.log(`compiling ${programs.map((p) => p.name).join(", ")} with the pinned gcc`);
-    await mmdebstrap(run.exec, { sources: debian, variant: "minbase", format: "null", target: "/dev/null", dpkgOptions: DPKG_EXCLUDES, customizeHooks: hooks, env: { SOURCE_DATE_EPOCH } }, choice(set, resolve, "toolchain"));
+    await mmdebstrap(
+      run.exec,
+      {
+        sources: debian,
+        variant: "minbase",
+        format: "null",
+        target: "/dev/null",
+        dpkgOptions: DPKG_EXCLUDES,
+        customizeHooks: hooks,
+        env: { SOURCE_DATE_EPOCH },
+      },
+      choice(set, resolve, "toolchain"),
+    );
     const installed: Record<string, string> = {};
     for (const line of (await readFile(join(run.out, "dpkg.txt"), "utf8")).split("\n")) {
       const [name, version, state] = line.split(" ");
@@ -184,4 +209,3 @@ export const cgoToolchainStage: Stage<ImageBaseDeps> = {
     await rm(tar);
   },
 };
-

@@ -26,7 +26,12 @@ export interface ImageDeps {
  */
 export const imageStage: Stage<ImageDeps> = {
   name: "image",
-  sources: [import.meta.filename, join(import.meta.dirname, "../disk/debugfs.ts"), join(import.meta.dirname, "../disk/contents.ts"), join(import.meta.dirname, "../disk/site-partition.ts")],
+  sources: [
+    import.meta.filename,
+    join(import.meta.dirname, "../disk/debugfs.ts"),
+    join(import.meta.dirname, "../disk/contents.ts"),
+    join(import.meta.dirname, "../disk/site-partition.ts"),
+  ],
   inputs: ({ disk, overlays, epoch }) => ({ disk: disk.key, overlays: overlays.key, epoch }),
   async build(run, { disk, overlays, epoch }) {
     const image = join(run.out, DISK_IMAGE);
@@ -40,7 +45,9 @@ export const imageStage: Stage<ImageDeps> = {
     const script = join(run.out, "overlay.debugfs");
     await writeFile(script, debugfsScript(entries, await readRootDirs(disk.dir)));
     run.log(`writing ${entries.length} overlay entries (${units.length} units enabled) into the root filesystem`);
-    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs], { env: { E2FSPROGS_FAKE_TIME: String(epoch) } });
+    const output = await run.exec("sh", ["-c", 'exec debugfs -w -f "$1" "$2" 2>&1', "debugfs", script, rootfs], {
+      env: { E2FSPROGS_FAKE_TIME: String(epoch) },
+    });
     const errors = debugfsErrors(output);
     if (errors.length > 0) throw new Error(`debugfs could not write the overlays:\n  ${errors.slice(0, 10).join("\n  ")}`);
     await rm(script);
@@ -55,7 +62,14 @@ export const imageStage: Stage<ImageDeps> = {
 };
 
 /** The site partition as shipped: an empty site (the template, every setting commented out) and a README in manifests/. */
-async function writeSitePartition(exec: (file: string, args: string[], options?: { env?: Record<string, string> }) => Promise<string>, image: string, layout: DiskLayout, siteScript: string, epoch: number, work: string): Promise<void> {
+async function writeSitePartition(
+  exec: (file: string, args: string[], options?: { env?: Record<string, string> }) => Promise<string>,
+  image: string,
+  layout: DiskLayout,
+  siteScript: string,
+  epoch: number,
+  work: string,
+): Promise<void> {
   const site = layout.site!;
   const fs = join(work, "site.vfat");
   const template = join(work, "site.yaml");
@@ -63,7 +77,15 @@ async function writeSitePartition(exec: (file: string, args: string[], options?:
   await writeFile(template, await exec("python3", [siteScript, "template"]));
   await writeFile(readme, MANIFESTS_README);
   await makeSiteFilesystem(exec, fs, site.sectors * SECTOR, site.guid.slice(0, 8), epoch);
-  await writeSiteFiles(exec, fs, [{ path: "site.yaml", source: template }, { path: "manifests/README.txt", source: readme }], epoch);
+  await writeSiteFiles(
+    exec,
+    fs,
+    [
+      { path: "site.yaml", source: template },
+      { path: "manifests/README.txt", source: readme },
+    ],
+    epoch,
+  );
   await exec("dd", [`if=${fs}`, `of=${image}`, "bs=1M", `seek=${(site.start * SECTOR) / (1024 * 1024)}`, "conv=notrunc,sparse", "status=none"]);
   await rm(fs);
   await rm(template);
@@ -90,4 +112,3 @@ async function enablementLinks(exec: (file: string, args: string[]) => Promise<s
     await rm(shadow, { recursive: true, force: true });
   }
 }
-

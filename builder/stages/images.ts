@@ -48,9 +48,17 @@ export const layoutName = (image: { repository: string; tag: string }) => `${ima
 
 export const imagesStage: Stage<ImagesDeps> = {
   name: "images",
-  sources: [import.meta.filename, join(import.meta.dirname, "../oci/tar.ts"), join(import.meta.dirname, "../oci/layer.ts"), join(import.meta.dirname, "../oci/layout.ts")],
+  sources: [
+    import.meta.filename,
+    join(import.meta.dirname, "../oci/tar.ts"),
+    join(import.meta.dirname, "../oci/layer.ts"),
+    join(import.meta.dirname, "../oci/layout.ts"),
+  ],
   inputs: ({ plan, base, roots, compiled, record }) => ({
-    images: plan.images.map(({ list: _list, ...image }) => ({ ...image, recipe: image.recipe && { ...image.recipe, files: image.recipe.files.map(({ from: _from, ...f }) => f) } })),
+    images: plan.images.map(({ list: _list, ...image }) => ({
+      ...image,
+      recipe: image.recipe && { ...image.recipe, files: image.recipe.files.map(({ from: _from, ...f }) => f) },
+    })),
     base: base?.key,
     roots: Object.fromEntries(Object.entries(roots ?? {}).map(([name, r]) => [name, r.key])),
     compiled: compiled?.key,
@@ -67,7 +75,15 @@ export const imagesStage: Stage<ImagesDeps> = {
       // ICN_BOOTSTRAP_REGISTRIES_CONF: a containers-registries.conf(5) for the pulls (mirrors, a
       // proxy registry); the digests are verified whatever serves them.
       const conf = process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
-      await run.exec("skopeo", [...(conf ? ["--registries-conf", conf] : []), "copy", "--preserve-digests", "--retry-times", "3", `docker://${image.ref.replace(/:[^:/]+$/, "")}@${image.upstreamDigest}`, `oci:${layout.dir}:${layoutName(image)}`]);
+      await run.exec("skopeo", [
+        ...(conf ? ["--registries-conf", conf] : []),
+        "copy",
+        "--preserve-digests",
+        "--retry-times",
+        "3",
+        `docker://${image.ref.replace(/:[^:/]+$/, "")}@${image.upstreamDigest}`,
+        `oci:${layout.dir}:${layoutName(image)}`,
+      ]);
     }
     for (const image of pulls) {
       const descriptor = await layout.adopt(layoutName(image));
@@ -90,9 +106,19 @@ export const imagesStage: Stage<ImagesDeps> = {
           return { from: join(compiled.dir, "bin", name), to, mode: mode ?? 0o755 };
         }),
       ];
-      const key = JSON.stringify({ v: 1, files: recipe.files.map(({ to, mode, sha256 }) => ({ to, mode, sha256 })), compiled: recipe.compiled, compiledKey: recipe.compiled.length ? compiled?.key : undefined });
+      const key = JSON.stringify({
+        v: 1,
+        files: recipe.files.map(({ to, mode, sha256 }) => ({ to, mode, sha256 })),
+        compiled: recipe.compiled,
+        compiledKey: recipe.compiled.length ? compiled?.key : undefined,
+      });
       const layer = await cachedLayer(key, recipe.name, () => fileEntries(files), store);
-      const debianLayer = recipe.base === "debian" ? baseLayer! : recipe.base === "own-debian" ? await ownRootLayer(recipe.name, roots?.[recipe.name], store, run.log) : undefined;
+      const debianLayer =
+        recipe.base === "debian"
+          ? baseLayer!
+          : recipe.base === "own-debian"
+            ? await ownRootLayer(recipe.name, roots?.[recipe.name], store, run.log)
+            : undefined;
       const layers = [...(debianLayer ? [debianLayer] : []), layer];
       const descriptor = await layout.addImage(layoutName(image), layers, {
         ...recipe.config,

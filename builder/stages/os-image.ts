@@ -81,16 +81,34 @@ function ramdiskHooks({ enable, dropModules }: RamdiskRoot): string[] {
 export const osRootfsStage: Stage<OsRootfsDeps> = {
   name: "os-rootfs",
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
-  inputs: (deps) => ({ ...pinnedInputs(deps), name: deps.name, files: deps.files.map(({ to, mode, sha256, directory }) => ({ to, mode, sha256, ...(directory ? { directory } : {}) })), epoch: deps.epoch, ...(deps.ramdisk ? { ramdisk: deps.ramdisk } : {}) }),
+  inputs: (deps) => ({
+    ...pinnedInputs(deps),
+    name: deps.name,
+    files: deps.files.map(({ to, mode, sha256, directory }) => ({ to, mode, sha256, ...(directory ? { directory } : {}) })),
+    epoch: deps.epoch,
+    ...(deps.ramdisk ? { ramdisk: deps.ramdisk } : {}),
+  }),
   async build(run, deps) {
     const { debian, set, resolve, files, name, epoch, ramdisk } = deps;
     const tar = rootfsTar(run.out);
     // A directory's modes are decided here, not by the umask its tree (a cache) was made under.
-    const copies = files.flatMap((f) => (f.directory ? [`mkdir -p "$1"${f.to}`, `sync-in ${f.from} ${f.to}`, `chmod -R u=rwX,go=rX "$1"${f.to}`] : [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`]));
+    const copies = files.flatMap((f) =>
+      f.directory
+        ? [`mkdir -p "$1"${f.to}`, `sync-in ${f.from} ${f.to}`, `chmod -R u=rwX,go=rX "$1"${f.to}`]
+        : [`upload ${f.from} ${f.to}`, `chroot "$1" chmod ${f.mode} ${f.to}`],
+    );
     run.log(`mmdebstrap ${name}: ${set.requested.length} requested packages${resolve ? " (resolving)" : ""}`);
     await mmdebstrap(
       run.exec,
-      { sources: debian, variant: "apt", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [...files.map((f) => `mkdir -p "$1"${f.to.replace(/\/[^/]+$/, "")}`), ...copies, FINISH, ...(ramdisk ? ramdiskHooks(ramdisk) : [])], env: { SOURCE_DATE_EPOCH: String(epoch) } },
+      {
+        sources: debian,
+        variant: "apt",
+        format: "tar",
+        target: tar,
+        dpkgOptions: DPKG_EXCLUDES,
+        customizeHooks: [...files.map((f) => `mkdir -p "$1"${f.to.replace(/\/[^/]+$/, "")}`), ...copies, FINISH, ...(ramdisk ? ramdiskHooks(ramdisk) : [])],
+        env: { SOURCE_DATE_EPOCH: String(epoch) },
+      },
       choice(set, resolve, `os.${name}`),
     );
     const status = await readTarMember(tar, "var/lib/dpkg/status");
@@ -115,7 +133,18 @@ export const osImageStage: Stage<OsImageDeps> = {
   sources: [import.meta.filename, join(import.meta.dirname, "../../common/os-images.ts"), join(import.meta.dirname, "formats.ts"), ...ASSEMBLE_SOURCES],
   inputs: ({ name, file, rootFree, epoch, rootfs }) => ({ name, file, rootFree, epoch, rootfs: rootfs.key }),
   async build(run, { name, file, rootFree, epoch, rootfs }) {
-    await assembleDisk(run, { seed: `${name}:${rootfs.key}`, epoch, rootfsTar: rootfsTar(rootfs.dir), layers: [], title: name, serial: "ttyS0,115200", espBytes: 64 * 1024 * 1024, rootFreeBytes: parseSize(rootFree), site: false, records: false });
+    await assembleDisk(run, {
+      seed: `${name}:${rootfs.key}`,
+      epoch,
+      rootfsTar: rootfsTar(rootfs.dir),
+      layers: [],
+      title: name,
+      serial: "ttyS0,115200",
+      espBytes: 64 * 1024 * 1024,
+      rootFreeBytes: parseSize(rootFree),
+      site: false,
+      records: false,
+    });
     const dir = join(run.out, "tree", FILES_ROOT, OS_IMAGES_PATH);
     await mkdir(dir, { recursive: true });
     const target = join(dir, file);
@@ -129,7 +158,10 @@ export const osImageStage: Stage<OsImageDeps> = {
     // Announced to the REST API (GET /api/v1/os-images) by a ConfigMap among the manifests applied at first boot.
     const manifests = join(run.out, "tree", MANIFESTS_TARGET, "bpa");
     await mkdir(manifests, { recursive: true });
-    await writeFile(join(manifests, `os-image-${name}.yaml`), builtOsImageManifest({ name: file, path: `/${OS_IMAGES_PATH}/${file}`, sha256, size, format: "qcow2" }, name));
+    await writeFile(
+      join(manifests, `os-image-${name}.yaml`),
+      builtOsImageManifest({ name: file, path: `/${OS_IMAGES_PATH}/${file}`, sha256, size, format: "qcow2" }, name),
+    );
     run.log(`${OS_IMAGES_PATH}/${file}: ${Math.round(size / 1024 / 1024)} MiB, sha256 ${sha256.slice(0, 12)}`);
   },
 };

@@ -57,7 +57,8 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
       const path = relative(dir, full);
       const into = join(target, path);
       if (info.isSymbolicLink()) entries.push({ dir, path, target: into, kind: "symlink", mode: 0o777, digest: sha256Text(await readlink(full)) });
-      else if (info.isFile()) entries.push({ dir, path, target: into, kind: "file", mode: fileMode(info.mode), digest: sha256Text(await readFile(full, "utf8")) });
+      else if (info.isFile())
+        entries.push({ dir, path, target: into, kind: "file", mode: fileMode(info.mode), digest: sha256Text(await readFile(full, "utf8")) });
     }
   }
   await walk(dir);
@@ -107,7 +108,11 @@ export const overlaysStage: Stage<OverlaysDeps> = {
     }
     // Units shipped by packages (e.g. systemd-networkd) are enabled by listing them here.
     const extra = await readFile(join(tree, EXTRA_UNITS), "utf8").catch(() => "");
-    for (const unit of extra.split("\n").map((l) => l.replace(/#.*/, "").trim()).filter(Boolean)) units.add(unit);
+    for (const unit of extra
+      .split("\n")
+      .map((l) => l.replace(/#.*/, "").trim())
+      .filter(Boolean))
+      units.add(unit);
     await writeFile(join(run.out, UNITS_JSON), JSON.stringify([...units].sort()));
     run.log(`${count} files from ${directories.length} overlay director${directories.length === 1 ? "y" : "ies"}, ${units.size} units to enable`);
   },

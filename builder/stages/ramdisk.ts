@@ -61,16 +61,30 @@ export const ramdiskStage: Stage<RamdiskDeps> = {
     const cpio = new PassThrough({ highWaterMark: 4 * 1024 * 1024 });
     const written = pipeline(cpio, createGzip({ level: zlib.Z_BEST_COMPRESSION }), createWriteStream(join(dir, initramfs)));
     const isKernel = (path: string) => /^boot\/vmlinuz-[^/]+$/.test(path);
-    const { entries, taken } = await tarToCpio(rootfsTar(rootfs.dir), cpio, { epoch, exclude: (path) => path === "boot" || path.startsWith("boot/"), take: isKernel });
+    const { entries, taken } = await tarToCpio(rootfsTar(rootfs.dir), cpio, {
+      epoch,
+      exclude: (path) => path === "boot" || path.startsWith("boot/"),
+      take: isKernel,
+    });
     cpio.end();
     await written;
     const kernels = [...taken.keys()];
-    if (kernels.length !== 1) throw new Error(`the ${name} root has ${kernels.length} kernels in /boot (${kernels.join(", ") || "none"}); a ramdisk needs exactly one (linux-image-amd64 among its packages)`);
+    if (kernels.length !== 1)
+      throw new Error(
+        `the ${name} root has ${kernels.length} kernels in /boot (${kernels.join(", ") || "none"}); a ramdisk needs exactly one (linux-image-amd64 among its packages)`,
+      );
     await writeFile(join(dir, kernel), taken.get(kernels[0]!)!);
-    const files: RamdiskFiles = { name, kernel: await served(dir, kernel), initramfs: await served(dir, initramfs), kernelRelease: kernels[0]!.slice("boot/vmlinuz-".length) };
+    const files: RamdiskFiles = {
+      name,
+      kernel: await served(dir, kernel),
+      initramfs: await served(dir, initramfs),
+      kernelRelease: kernels[0]!.slice("boot/vmlinuz-".length),
+    };
     await writeFile(join(run.out, RAMDISK_JSON), JSON.stringify(files, null, 2));
     const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
-    run.log(`${files.kernel.path} (Linux ${files.kernelRelease}): ${mib(files.kernel.size)}; ${files.initramfs.path}: ${entries} entries, ${mib(files.initramfs.size)}`);
+    run.log(
+      `${files.kernel.path} (Linux ${files.kernelRelease}): ${mib(files.kernel.size)}; ${files.initramfs.path}: ${entries} entries, ${mib(files.initramfs.size)}`,
+    );
   },
 };
 

@@ -113,7 +113,9 @@ export const registryStage: Stage<RegistryDeps> = {
     const rules = join(run.out, "tree", SEEDED_TAGS_CONF);
     await mkdir(dirname(rules), { recursive: true });
     await writeFile(rules, seededTagRules(built));
-    run.log(`${built.length} images, ${blobs.size} blobs, ${(stats.storageBytes / 1024 / 1024).toFixed(1)} MiB stored (${(stats.storageBytes / Math.max(1, stats.uniqueBlobBytes)).toFixed(3)}x the unique blobs); tree ${(await treeBytes(storage)) >> 20} MiB allocated`);
+    run.log(
+      `${built.length} images, ${blobs.size} blobs, ${(stats.storageBytes / 1024 / 1024).toFixed(1)} MiB stored (${(stats.storageBytes / Math.max(1, stats.uniqueBlobBytes)).toFixed(3)}x the unique blobs); tree ${(await treeBytes(storage)) >> 20} MiB allocated`,
+    );
   },
 };
 
@@ -127,24 +129,51 @@ async function tagManifest(server: RegistryServer, image: BuiltImage, tag: strin
   const manifest = await fetch(`${server.url}/v2/${image.repository}/manifests/${image.digest}`, { headers: { Accept: accept } });
   if (!manifest.ok) throw new Error(`cannot read ${image.repository}@${image.digest} back: HTTP ${manifest.status}`);
   const body = Buffer.from(await manifest.arrayBuffer());
-  const put = await fetch(`${server.url}/v2/${image.repository}/manifests/${tag}`, { method: "PUT", headers: { "Content-Type": manifest.headers.get("content-type") ?? "" }, body });
+  const put = await fetch(`${server.url}/v2/${image.repository}/manifests/${tag}`, {
+    method: "PUT",
+    headers: { "Content-Type": manifest.headers.get("content-type") ?? "" },
+    body,
+  });
   if (!put.ok) throw new Error(`cannot tag ${image.repository}@${image.digest} as ${tag}: HTTP ${put.status} ${await put.text()}`);
 }
 
 /** Pulls every image by digest (skopeo checks each blob's digest) and checks that every tag names the pinned digest. */
-export async function verify(server: RegistryServer, built: BuiltImage[], run: { log(m: string): void; out: string }, skopeo: (args: string[]) => Promise<string>): Promise<void> {
+export async function verify(
+  server: RegistryServer,
+  built: BuiltImage[],
+  run: { log(m: string): void; out: string },
+  skopeo: (args: string[]) => Promise<string>,
+): Promise<void> {
   const scratch = join(run.out, ".verify");
   for (const image of built) {
     await rm(scratch, { recursive: true, force: true });
-    await skopeo(["copy", "--quiet", "--preserve-digests", "--src-tls-verify=false", `docker://${server.address}/${image.repository}@${image.digest}`, `dir:${scratch}`]);
+    await skopeo([
+      "copy",
+      "--quiet",
+      "--preserve-digests",
+      "--src-tls-verify=false",
+      `docker://${server.address}/${image.repository}@${image.digest}`,
+      `dir:${scratch}`,
+    ]);
     const { createHash } = await import("node:crypto");
     const manifest = await readFile(join(scratch, "manifest.json"));
     const digest = `sha256:${createHash("sha256").update(manifest).digest("hex")}`;
-    if (digest !== image.digest) throw new UserError(`${image.ref}: the seeded registry serves manifest ${digest}, expected ${image.digest}`, "the registry storage is inconsistent: delete the registry stage's cache and build again");
+    if (digest !== image.digest)
+      throw new UserError(
+        `${image.ref}: the seeded registry serves manifest ${digest}, expected ${image.digest}`,
+        "the registry storage is inconsistent: delete the registry stage's cache and build again",
+      );
     for (const tag of [image.tag, ...image.tags]) {
-      const head = await fetch(`${server.url}/v2/${image.repository}/manifests/${tag}`, { method: "HEAD", headers: { Accept: "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json" } });
+      const head = await fetch(`${server.url}/v2/${image.repository}/manifests/${tag}`, {
+        method: "HEAD",
+        headers: { Accept: "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json" },
+      });
       const served = head.headers.get("docker-content-digest");
-      if (served !== image.digest) throw new UserError(`${image.ref}: tag ${tag} resolves to ${served ?? `HTTP ${head.status}`}, expected ${image.digest}`, "the registry storage is inconsistent: delete the registry stage's cache and build again");
+      if (served !== image.digest)
+        throw new UserError(
+          `${image.ref}: tag ${tag} resolves to ${served ?? `HTTP ${head.status}`}, expected ${image.digest}`,
+          "the registry storage is inconsistent: delete the registry stage's cache and build again",
+        );
     }
   }
   await rm(scratch, { recursive: true, force: true });

@@ -79,12 +79,22 @@ export const rootfsStage: Stage<RootfsDeps> = {
   async build(run, { definition, lock, resolve }) {
     const requested = requestedPackages(definition);
     const tarPath = join(run.out, ROOTFS_TAR);
-    run.log(`mmdebstrap ${lock.suite}: ${requested.length} requested packages${resolve ? ` (resolving the newest versions in ${lock.archives.flatMap((a) => a.suites).join(", ")})` : `, ${Object.keys(lock.packages).length} pinned files`}`);
+    run.log(
+      `mmdebstrap ${lock.suite}: ${requested.length} requested packages${resolve ? ` (resolving the newest versions in ${lock.archives.flatMap((a) => a.suites).join(", ")})` : `, ${Object.keys(lock.packages).length} pinned files`}`,
+    );
     await mmdebstrap(
       run.exec,
       // SOURCE_DATE_EPOCH: mmdebstrap clamps the tarball's mtimes to it, dpkg, shadow and
       // mkinitramfs take their times from it, so two builds of the same lock give the same tree.
-      { sources: lock, variant: "apt", format: "tar", target: tarPath, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CUSTOMIZE], env: { SOURCE_DATE_EPOCH: String(sourceDateEpoch(lock)) } },
+      {
+        sources: lock,
+        variant: "apt",
+        format: "tar",
+        target: tarPath,
+        dpkgOptions: DPKG_EXCLUDES,
+        customizeHooks: [CUSTOMIZE],
+        env: { SOURCE_DATE_EPOCH: String(sourceDateEpoch(lock)) },
+      },
       resolve ? { resolve: requested } : { pinned: lock.packages },
     );
     const status = await readTarMember(tarPath, "var/lib/dpkg/status");
@@ -120,7 +130,10 @@ function assertLockCovers(requested: string[], lock: DebianLock): void {
   const parts = [];
   if (added.length > 0) parts.push(`asks for Debian package${added.length > 1 ? "s" : ""} that the lock file does not pin: ${added.join(", ")}`);
   if (removed.length > 0) parts.push(`no longer asks for ${removed.join(", ")}, which the lock file still pins`);
-  const fix = removed.length === 0 ? `run 'icn-bootstrap lock --update ${added.join(" ")}' to pin ${added.length > 1 ? "them" : "it"} with what ${added.length > 1 ? "they need" : "it needs"}, or 'icn-bootstrap lock' to re-resolve the whole set` : "run 'icn-bootstrap lock' to re-resolve and pin the package set";
+  const fix =
+    removed.length === 0
+      ? `run 'icn-bootstrap lock --update ${added.join(" ")}' to pin ${added.length > 1 ? "them" : "it"} with what ${added.length > 1 ? "they need" : "it needs"}, or 'icn-bootstrap lock' to re-resolve the whole set`
+      : "run 'icn-bootstrap lock' to re-resolve and pin the package set";
   throw new UserError(`the definition ${parts.join("; and ")}`, `${fix} (nothing enters an image unpinned)`);
 }
 

@@ -52,8 +52,11 @@ export async function digestOutsideSite(path: string, layout: DiskLayout, total:
     const buffer = Buffer.alloc(4 * 1024 * 1024);
     const siteStart = layout.site.start * SECTOR;
     const siteEnd = siteStart + layout.site.sectors * SECTOR;
-    for (const [from, to] of [[0, siteStart], [siteEnd, total]] as const) {
-      for (let at = from; at < to; ) {
+    for (const [from, to] of [
+      [0, siteStart],
+      [siteEnd, total],
+    ] as const) {
+      for (let at = from; at < to;) {
         const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, to - at), at);
         if (bytesRead === 0) throw new Error(`${path} ends at ${at} bytes, before ${to}`);
         hash.update(buffer.subarray(0, bytesRead));

@@ -38,9 +38,16 @@ export async function checkRegistry(storage: string, images: ExpectedImage[]): P
   };
   const walkManifest = async (image: ExpectedImage, digest: string, what: string): Promise<void> => {
     if (!(await blobOk(image, digest, what))) return;
-    const manifest = JSON.parse(await readFile(join(storage, blobPath(digest)), "utf8")) as { config?: { digest: string }; layers?: { digest: string }[]; manifests?: { digest: string }[] };
+    const manifest = JSON.parse(await readFile(join(storage, blobPath(digest)), "utf8")) as {
+      config?: { digest: string };
+      layers?: { digest: string }[];
+      manifests?: { digest: string }[];
+    };
     const layersDir = join(repoDir(storage, image.repository), "_layers/sha256");
-    for (const [kind, d] of [...(manifest.config ? [["config", manifest.config.digest] as const] : []), ...(manifest.layers ?? []).map((l) => ["layer", l.digest] as const)]) {
+    for (const [kind, d] of [
+      ...(manifest.config ? [["config", manifest.config.digest] as const] : []),
+      ...(manifest.layers ?? []).map((l) => ["layer", l.digest] as const),
+    ]) {
       if (await blobOk(image, d, kind)) {
         const linked = await stat(join(layersDir, d.replace(/^sha256:/, ""), "link")).catch(() => undefined);
         if (!linked) problems.push(`${image.ref}: ${kind} ${d} is not linked into repository ${image.repository}`);

@@ -18,7 +18,12 @@ interface SbomComponent {
   properties?: { name: string; value: string }[];
 }
 
-export async function checkSbom(sbomPath: string, expectedSha256: string, manifest: string, registryDigests: string[]): Promise<{ problems: string[]; checked: number }> {
+export async function checkSbom(
+  sbomPath: string,
+  expectedSha256: string,
+  manifest: string,
+  registryDigests: string[],
+): Promise<{ problems: string[]; checked: number }> {
   const text = await readFile(sbomPath, "utf8").catch(() => undefined);
   if (text === undefined) return { problems: [`${sbomPath} is missing`], checked: 0 };
   const actual = sha256Text(text);

@@ -29,7 +29,27 @@ const TEST_TIMEOUT = (BOOT_TIMEOUT_S + 120) * 1000;
 const CLOUD_INIT_DONE = /Cloud-init v\. \S+ finished at .*Datasource (\S+)/;
 const FAILURES = /Kernel panic.*|Found ordering cycle.*/;
 /** What kubespray v2.31.0's system_packages role installs on Debian 13 for the BPA's profile. */
-const KUBESPRAY_PACKAGES = ["apparmor", "apt-transport-https", "bash-completion", "conntrack", "curl", "e2fsprogs", "ebtables", "ipset", "iptables", "iputils-ping", "libseccomp2", "openssl", "rsync", "socat", "tar", "unzip", "xfsprogs", "python3", "python3-apt"];
+const KUBESPRAY_PACKAGES = [
+  "apparmor",
+  "apt-transport-https",
+  "bash-completion",
+  "conntrack",
+  "curl",
+  "e2fsprogs",
+  "ebtables",
+  "ipset",
+  "iptables",
+  "iputils-ping",
+  "libseccomp2",
+  "openssl",
+  "rsync",
+  "socat",
+  "tar",
+  "unzip",
+  "xfsprogs",
+  "python3",
+  "python3-apt",
+];
 
 let work: string;
 let image: string;
@@ -48,9 +68,40 @@ async function noCloudSeed(userData: string, hostname: string): Promise<string> 
 async function boot(firmware: "bios" | "uefi", hostname: string, userData: string) {
   const sshPort = await freePort();
   const lines: string[] = [];
-  const vm: BootResult = await bootImage({ image, firmware, timeoutSeconds: BOOT_TIMEOUT_S, keepRunning: true, hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`], extraDisks: [await noCloudSeed(userData, hostname)], readyPattern: CLOUD_INIT_DONE, failurePattern: FAILURES, onLine: (l) => lines.push(l) });
+  const vm: BootResult = await bootImage({
+    image,
+    firmware,
+    timeoutSeconds: BOOT_TIMEOUT_S,
+    keepRunning: true,
+    hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`],
+    extraDisks: [await noCloudSeed(userData, hostname)],
+    readyPattern: CLOUD_INIT_DONE,
+    failurePattern: FAILURES,
+    onLine: (l) => lines.push(l),
+  });
   const ssh = async (command: string) => {
-    const result = await execa("ssh", ["-i", join(work, "bpa"), "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command], { reject: false, all: true });
+    const result = await execa(
+      "ssh",
+      [
+        "-i",
+        join(work, "bpa"),
+        "-p",
+        String(sshPort),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "ConnectTimeout=20",
+        "root@127.0.0.1",
+        command,
+      ],
+      { reject: false, all: true },
+    );
     return { ok: result.exitCode === 0, output: String(result.all ?? "") };
   };
   return { ...vm, ssh, console: lines.join("\n") };
@@ -62,7 +113,8 @@ beforeAll(async () => {
   expect(definition.osImages).toContain("compute-node");
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] }))
+    .osImages;
   served = await readOsImage(built!.image!);
   image = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
   await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "bpa", "-f", join(work, "bpa")]);
@@ -101,7 +153,13 @@ describe("the compute nodes' OS image", () => {
       expect(rootBytes).toBeGreaterThan(12 * 1024 ** 3);
       const packages = await vm.ssh(`dpkg-query -W -f '\${Package} \${db:Status-Abbrev}\\n' ${KUBESPRAY_PACKAGES.join(" ")}`);
       expect(packages.ok, packages.output).toBe(true);
-      expect(packages.output.trim().split("\n").map((l) => l.split(" ")[0]).sort()).toEqual([...KUBESPRAY_PACKAGES].sort());
+      expect(
+        packages.output
+          .trim()
+          .split("\n")
+          .map((l) => l.split(" ")[0])
+          .sort(),
+      ).toEqual([...KUBESPRAY_PACKAGES].sort());
       // No Internet: apt has no sources, so kubespray's cache update succeeds and installs nothing.
       const apt = await vm.ssh("apt-get update && apt-get install --no-download -y -s conntrack socat ipset");
       expect(apt.ok, apt.output).toBe(true);

@@ -25,7 +25,8 @@ beforeAll(async () => {
   expect(definition.osImages).toContain("ipa-ramdisk");
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [built] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] }))
+    .osImages;
   files = await readRamdisk(built!.image!);
   boot = join(built!.image!.dir, "tree", FILES_ROOT);
 }, 40 * 60_000);
@@ -45,8 +46,13 @@ describe("Ironic's deploy ramdisk", () => {
     const kernel = await readFile(join(boot, files.kernel.path));
     expect(kernel.subarray(0x202, 0x206).toString("latin1")).toBe("HdrS");
     const initramfs = await readFile(join(boot, files.initramfs.path));
-    expect(gunzipSync(initramfs.subarray(0, 64 * 1024), { finishFlush: constants.Z_SYNC_FLUSH }).subarray(0, 6).toString("latin1")).toBe("070701");
-    console.log(`deploy ramdisk: kernel ${(files.kernel.size / 1024 / 1024).toFixed(1)} MiB (Linux ${files.kernelRelease}), initramfs ${(files.initramfs.size / 1024 / 1024).toFixed(1)} MiB`);
+    expect(
+      gunzipSync(initramfs.subarray(0, 64 * 1024), { finishFlush: constants.Z_SYNC_FLUSH })
+        .subarray(0, 6)
+        .toString("latin1"),
+    ).toBe("070701");
+    console.log(
+      `deploy ramdisk: kernel ${(files.kernel.size / 1024 / 1024).toFixed(1)} MiB (Linux ${files.kernelRelease}), initramfs ${(files.initramfs.size / 1024 / 1024).toFixed(1)} MiB`,
+    );
   });
-
 });

@@ -60,7 +60,21 @@ const inNetns = (...args: string[]) => execa("ip", ["netns", "exec", NETNS, ...a
 
 /** Ironic's API inside the namespace, with the credentials it was started with. */
 async function ironic<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }> {
-  const args = ["-s", "-w", "\\n%{http_code}", "-X", method, "-u", `metal3:${pod.password}`, "-H", "X-OpenStack-Ironic-API-Version: 1.89", "-H", "Content-Type: application/json", ...(body ? ["-d", JSON.stringify(body)] : []), `http://${APPLIANCE}:6385${path}`];
+  const args = [
+    "-s",
+    "-w",
+    "\\n%{http_code}",
+    "-X",
+    method,
+    "-u",
+    `metal3:${pod.password}`,
+    "-H",
+    "X-OpenStack-Ironic-API-Version: 1.89",
+    "-H",
+    "Content-Type: application/json",
+    ...(body ? ["-d", JSON.stringify(body)] : []),
+    `http://${APPLIANCE}:6385${path}`,
+  ];
   const result = await inNetns("curl", ...args);
   const lines = result.stdout.split("\n");
   const status = Number(lines.pop());
@@ -68,7 +82,8 @@ async function ironic<T = Record<string, unknown>>(method: string, path: string,
   return { status, json: (text ? JSON.parse(text) : {}) as T };
 }
 
-const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutS: number, everyMs = 2000) => untilServersUp(pod.servers, what, probe, timeoutS * 1000, everyMs);
+const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutS: number, everyMs = 2000) =>
+  untilServersUp(pod.servers, what, probe, timeoutS * 1000, everyMs);
 const logOf = async (name: string) => {
   const server = pod.servers.find((s) => s.name === name);
   return server ? logTail(server) : "";
@@ -79,7 +94,8 @@ beforeAll(async () => {
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] }))
+    .osImages;
   files = await readRamdisk(ramdisk!.image!);
   const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
   const ironicRoot = await unpackIronic(content.images!.dir, work);
@@ -105,7 +121,11 @@ beforeAll(async () => {
     network: { netns: NETNS },
     provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE },
     // No BMC in this test: a node whose power and boot-device calls do nothing.
-    env: { OS_DEFAULT__ENABLED_HARDWARE_TYPES: "ipmi,redfish,fake-hardware", OS_DEFAULT__ENABLED_POWER_INTERFACES: "ipmitool,redfish,fake", OS_DEFAULT__ENABLED_MANAGEMENT_INTERFACES: "ipmitool,redfish,noop,fake" },
+    env: {
+      OS_DEFAULT__ENABLED_HARDWARE_TYPES: "ipmi,redfish,fake-hardware",
+      OS_DEFAULT__ENABLED_POWER_INTERFACES: "ipmitool,redfish,fake",
+      OS_DEFAULT__ENABLED_MANAGEMENT_INTERFACES: "ipmitool,redfish,noop,fake",
+    },
   });
   await until("Ironic's API", async () => ((await ironic("GET", "/v1/nodes").catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 900);
 }, 60 * 60_000);
@@ -145,90 +165,112 @@ describe("network boot on the provisioning network", () => {
     const sockets = (await inNetns("ss", "-lnup")).stdout;
     expect(sockets).toMatch(/dnsmasq/);
     // DHCP and DNS bound to the provisioning bridge only (bind-dynamic: per interface).
-    for (const line of sockets.split("\n").filter((l) => l.includes("dnsmasq"))) expect(line).toMatch(new RegExp(`%${BRIDGE}\\b|${APPLIANCE.replace(/\./g, "\\.")}:`));
+    for (const line of sockets.split("\n").filter((l) => l.includes("dnsmasq")))
+      expect(line).toMatch(new RegExp(`%${BRIDGE}\\b|${APPLIANCE.replace(/\./g, "\\.")}:`));
     expect(sockets).toMatch(new RegExp(`${APPLIANCE.replace(/\./g, "\\.")}:53\\s.*dnsmasq`));
     // The name server knows the appliance's name and nothing else: it forwards nowhere.
     expect(await dnsLookup("bootstrap.icn")).toEqual({ rcode: 0, addresses: [APPLIANCE] });
     expect((await dnsLookup("example.com")).addresses).toEqual([]);
     // A range outside the network is refused with what is wrong, before anything listens.
-    const bad = await inImage(pod.root, ["/usr/local/bin/dnsmasq-start"], { env: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE: "10.0.0.5-10.0.0.9" } });
+    const bad = await inImage(pod.root, ["/usr/local/bin/dnsmasq-start"], {
+      env: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE: "10.0.0.5-10.0.0.9" },
+    });
     expect(bad.exitCode).toBe(2);
     expect(bad.all).toMatch(/DHCP range 10\.0\.0\.5-10\.0\.0\.9 is not inside the provisioning network 172\.22\.0\.0\/24/);
   });
 
-  it("a node with a blank disk boots from its NIC, runs the deploy ramdisk and is inspected by Ironic", { timeout: (NODE_TIMEOUT_S + 300) * 1000 }, async () => {
-    const { node, state, at } = await nodeWaitingForInspection("node-0", MAC);
-    const inspectWait = at();
-    // Ironic has rendered its iPXE entry script and the node's own script (by MAC) into http_root, served on 6180.
-    const script = (await inNetns("curl", "-sf", `http://${APPLIANCE}:6180/boot.ipxe`)).stdout;
-    expect(script).toMatch(/^#!ipxe/);
-    const nodeScript = (await inNetns("curl", "-sf", `http://${APPLIANCE}:6180/pxelinux.cfg/${MAC.replace(/:/g, "-")}`)).stdout;
-    expect(nodeScript).toContain(`ipa-inspection-callback-url=http://${APPLIANCE}:6385/v1/continue_inspection`);
-    expect(nodeScript).toContain(`http://${APPLIANCE}:6180/${node}/deploy_kernel`);
-    const disk = join(work, "node-disk.qcow2");
-    await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, "8G"]);
-    const milestones: Record<string, string> = {};
-    // The firmware and iPXE write to the screen; the serial console starts with the kernel.
-    const watch: [string, RegExp][] = [
-      ["the kernel", /Linux version/],
-      ["the agent", /Starting ironic-python-agent/],
-    ];
-    const lines: string[] = [];
-    const vm: BootResult = await bootImage({
-      image: disk,
-      diskSize: "8G",
-      serial: DISK_SERIAL,
-      firmware: "bios",
-      cpus: CPUS,
-      memoryMiB: MEMORY_MIB,
-      timeoutSeconds: NODE_TIMEOUT_S,
-      keepRunning: true,
-      netns: NETNS,
-      tap: { ifname: TAP, mac: MAC },
-      networkBoot: true,
-      readyPattern: /Starting ironic-python-agent version: \S+/,
-      failurePattern: /Kernel panic.*|Failed to start .*/,
-      onLine: (line) => {
-        lines.push(line);
-        for (const [name, pattern] of watch) if (!milestones[name] && pattern.test(line)) milestones[name] = at();
-      },
-    });
-    try {
-      expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}\n--- dnsmasq:\n${await logOf("dnsmasq")}`).toBe(true);
-      const inspected = await until("the end of inspection", async () => {
-        const s = await state();
-        if (s.provision_state === "inspect failed") throw new Error(`inspection failed: ${s.last_error}\n${lines.slice(-40).join("\n")}`);
-        return s.provision_state === "manageable" ? s : undefined;
-      }, NODE_TIMEOUT_S);
-      expect(inspected.last_error).toBeNull();
-      const { json } = await ironic<{ inventory: { cpu: { count: number }; memory: { physical_mb: number }; interfaces: { mac_address: string; vendor?: string; product?: string; ipv4_address?: string }[]; disks: { serial?: string; size: number }[] } }>("GET", `/v1/nodes/${node}/inventory`);
-      const { inventory } = json;
-      expect(inventory.cpu.count).toBe(CPUS);
-      expect(inventory.memory.physical_mb).toBe(MEMORY_MIB);
-      const nic = inventory.interfaces.find((i) => i.mac_address === MAC);
-      expect([nic?.vendor, nic?.product]).toEqual(["0x1af4", "0x0001"]);
-      // The address dnsmasq gave it, from the site's range.
-      const lastOctet = Number(nic?.ipv4_address?.split(".")[3]);
-      expect(nic?.ipv4_address).toMatch(/^172\.22\.0\.\d+$/);
-      expect(lastOctet).toBeGreaterThanOrEqual(10);
-      expect(lastOctet).toBeLessThanOrEqual(20);
-      expect(inventory.disks.find((d) => d.serial === DISK_SERIAL)?.size).toBe(8 * 1024 ** 3);
-      // Ironic's own record of the inspection (its default hooks): the node's architecture and its port.
-      const properties = (await ironic<{ properties: Record<string, unknown> }>("GET", `/v1/nodes/${node}`)).json.properties;
-      expect(properties).toMatchObject({ cpu_arch: "x86_64" });
-      const ports = (await ironic<{ ports: { address: string }[] }>("GET", `/v1/ports?node=${node}`)).json.ports;
-      expect(ports.map((p) => p.address)).toEqual([MAC]);
-      const leases = await readFile(pod.leases!, "utf8");
-      expect(leases).toContain(MAC);
-      // The installed OS's router and name server: the appliance (the network has no other).
-      const offered = await logOf("dnsmasq");
-      expect(offered).toMatch(new RegExp(`option:\\s+3 router\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
-      expect(offered).toMatch(new RegExp(`option:\\s+6 dns-server\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
-      console.log(`network boot (${vm.accel}): inspect wait after ${inspectWait}; ${Object.entries(milestones).map(([k, v]) => `${k} ${v}`).join(", ")}; inspected (manageable) after ${at()}`);
-    } finally {
-      await vm.stop?.();
-    }
-  });
+  it(
+    "a node with a blank disk boots from its NIC, runs the deploy ramdisk and is inspected by Ironic",
+    { timeout: (NODE_TIMEOUT_S + 300) * 1000 },
+    async () => {
+      const { node, state, at } = await nodeWaitingForInspection("node-0", MAC);
+      const inspectWait = at();
+      // Ironic has rendered its iPXE entry script and the node's own script (by MAC) into http_root, served on 6180.
+      const script = (await inNetns("curl", "-sf", `http://${APPLIANCE}:6180/boot.ipxe`)).stdout;
+      expect(script).toMatch(/^#!ipxe/);
+      const nodeScript = (await inNetns("curl", "-sf", `http://${APPLIANCE}:6180/pxelinux.cfg/${MAC.replace(/:/g, "-")}`)).stdout;
+      expect(nodeScript).toContain(`ipa-inspection-callback-url=http://${APPLIANCE}:6385/v1/continue_inspection`);
+      expect(nodeScript).toContain(`http://${APPLIANCE}:6180/${node}/deploy_kernel`);
+      const disk = join(work, "node-disk.qcow2");
+      await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, "8G"]);
+      const milestones: Record<string, string> = {};
+      // The firmware and iPXE write to the screen; the serial console starts with the kernel.
+      const watch: [string, RegExp][] = [
+        ["the kernel", /Linux version/],
+        ["the agent", /Starting ironic-python-agent/],
+      ];
+      const lines: string[] = [];
+      const vm: BootResult = await bootImage({
+        image: disk,
+        diskSize: "8G",
+        serial: DISK_SERIAL,
+        firmware: "bios",
+        cpus: CPUS,
+        memoryMiB: MEMORY_MIB,
+        timeoutSeconds: NODE_TIMEOUT_S,
+        keepRunning: true,
+        netns: NETNS,
+        tap: { ifname: TAP, mac: MAC },
+        networkBoot: true,
+        readyPattern: /Starting ironic-python-agent version: \S+/,
+        failurePattern: /Kernel panic.*|Failed to start .*/,
+        onLine: (line) => {
+          lines.push(line);
+          for (const [name, pattern] of watch) if (!milestones[name] && pattern.test(line)) milestones[name] = at();
+        },
+      });
+      try {
+        expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}\n--- dnsmasq:\n${await logOf("dnsmasq")}`).toBe(true);
+        const inspected = await until(
+          "the end of inspection",
+          async () => {
+            const s = await state();
+            if (s.provision_state === "inspect failed") throw new Error(`inspection failed: ${s.last_error}\n${lines.slice(-40).join("\n")}`);
+            return s.provision_state === "manageable" ? s : undefined;
+          },
+          NODE_TIMEOUT_S,
+        );
+        expect(inspected.last_error).toBeNull();
+        const { json } = await ironic<{
+          inventory: {
+            cpu: { count: number };
+            memory: { physical_mb: number };
+            interfaces: { mac_address: string; vendor?: string; product?: string; ipv4_address?: string }[];
+            disks: { serial?: string; size: number }[];
+          };
+        }>("GET", `/v1/nodes/${node}/inventory`);
+        const { inventory } = json;
+        expect(inventory.cpu.count).toBe(CPUS);
+        expect(inventory.memory.physical_mb).toBe(MEMORY_MIB);
+        const nic = inventory.interfaces.find((i) => i.mac_address === MAC);
+        expect([nic?.vendor, nic?.product]).toEqual(["0x1af4", "0x0001"]);
+        // The address dnsmasq gave it, from the site's range.
+        const lastOctet = Number(nic?.ipv4_address?.split(".")[3]);
+        expect(nic?.ipv4_address).toMatch(/^172\.22\.0\.\d+$/);
+        expect(lastOctet).toBeGreaterThanOrEqual(10);
+        expect(lastOctet).toBeLessThanOrEqual(20);
+        expect(inventory.disks.find((d) => d.serial === DISK_SERIAL)?.size).toBe(8 * 1024 ** 3);
+        // Ironic's own record of the inspection (its default hooks): the node's architecture and its port.
+        const properties = (await ironic<{ properties: Record<string, unknown> }>("GET", `/v1/nodes/${node}`)).json.properties;
+        expect(properties).toMatchObject({ cpu_arch: "x86_64" });
+        const ports = (await ironic<{ ports: { address: string }[] }>("GET", `/v1/ports?node=${node}`)).json.ports;
+        expect(ports.map((p) => p.address)).toEqual([MAC]);
+        const leases = await readFile(pod.leases!, "utf8");
+        expect(leases).toContain(MAC);
+        // The installed OS's router and name server: the appliance (the network has no other).
+        const offered = await logOf("dnsmasq");
+        expect(offered).toMatch(new RegExp(`option:\\s+3 router\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
+        expect(offered).toMatch(new RegExp(`option:\\s+6 dns-server\\s+${APPLIANCE.replace(/\./g, "\\.")}`));
+        console.log(
+          `network boot (${vm.accel}): inspect wait after ${inspectWait}; ${Object.entries(milestones)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", ")}; inspected (manageable) after ${at()}`,
+        );
+      } finally {
+        await vm.stop?.();
+      }
+    },
+  );
 
   it("a node with UEFI firmware gets snponly.efi over TFTP, and iPXE chains to Ironic's script and the deploy kernel", { timeout: 1200_000 }, async () => {
     const { at } = await nodeWaitingForInspection("node-uefi", UEFI_MAC);
@@ -285,10 +327,14 @@ async function nodeWaitingForInspection(name: string, mac: string) {
   const at = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
   expect((await ironic("PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" })).status).toBe(202);
   // Ironic has written the node's iPXE script and "powered it on": the test does the powering.
-  await until(`Ironic waiting for ${name} (inspect wait)`, async () => {
-    const s = await state();
-    if (s.provision_state === "inspect failed") throw new Error(`inspection failed before the node booted: ${s.last_error}`);
-    return s.provision_state === "inspect wait" ? true : undefined;
-  }, 600);
+  await until(
+    `Ironic waiting for ${name} (inspect wait)`,
+    async () => {
+      const s = await state();
+      if (s.provision_state === "inspect failed") throw new Error(`inspection failed before the node booted: ${s.last_error}`);
+      return s.provision_state === "inspect wait" ? true : undefined;
+    },
+    600,
+  );
   return { node, state, at };
 }

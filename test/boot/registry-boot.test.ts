@@ -44,7 +44,22 @@ async function bootAppliance(): Promise<Appliance> {
     hostForwards: [`tcp:127.0.0.1:${registryPort}-:5000`, `tcp:127.0.0.1:${filesPort}-:8080`, `tcp:127.0.0.1:${sshPort}-:22`],
   });
   const ssh = async (command: string) => {
-    const result = await execa("ssh", ["-i", join(keyDir, "id"), "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
+    const result = await execa("ssh", [
+      "-i",
+      join(keyDir, "id"),
+      "-p",
+      String(sshPort),
+      "-o",
+      "StrictHostKeyChecking=no",
+      "-o",
+      "UserKnownHostsFile=/dev/null",
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      "ConnectTimeout=20",
+      "root@127.0.0.1",
+      command,
+    ]);
     return String(result.stdout);
   };
   return { vm, registry: `127.0.0.1:${registryPort}`, files: `http://127.0.0.1:${filesPort}`, ssh };
@@ -84,12 +99,15 @@ describe("the booted appliance's registry", () => {
   const seed = () => yaml.load(readFileSync(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
   const pinned = (ref: string) => seed().images.find((i) => i.ref === ref)!.digest!;
 
-  beforeAll(async () => {
-    expect(build.exitCode, build.all).toBe(0);
-    first = await bootAppliance();
-    expect(first.vm.ready, first.vm.lastLines.join("\n")).toBe(true);
-    certs = await mkdtemp(join(tmpdir(), "icn-regboot-ca-"));
-  }, BOOT_TIMEOUT_S * 1000 + 60_000);
+  beforeAll(
+    async () => {
+      expect(build.exitCode, build.all).toBe(0);
+      first = await bootAppliance();
+      expect(first.vm.ready, first.vm.lastLines.join("\n")).toBe(true);
+      certs = await mkdtemp(join(tmpdir(), "icn-regboot-ca-"));
+    },
+    BOOT_TIMEOUT_S * 1000 + 60_000,
+  );
 
   afterAll(async () => {
     await first?.vm.stop?.();
@@ -122,25 +140,65 @@ describe("the booted appliance's registry", () => {
   });
 
   it("refuses anonymous pushes and wrong credentials (401), writing nothing", async () => {
-    const anonymous = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/intruder/etcd:1`]);
+    const anonymous = await skopeo([
+      "copy",
+      "--src-cert-dir",
+      certs,
+      "--dest-cert-dir",
+      certs,
+      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/intruder/etcd:1`,
+    ]);
     expect(anonymous.ok).toBe(false);
     expect(anonymous.output).toMatch(/unauthorized|authentication required/);
-    const wrong = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", "icn-push:not-the-password", `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/pause:3.10.1`]);
+    const wrong = await skopeo([
+      "copy",
+      "--src-cert-dir",
+      certs,
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      "icn-push:not-the-password",
+      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/pause:3.10.1`,
+    ]);
     expect(wrong.ok).toBe(false);
     expect(wrong.output).toMatch(/unauthorized|authentication required/);
     const intruder = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/intruder/etcd:1`]);
     expect(intruder.ok).toBe(false);
     expect((await first.ssh("ls /var/lib/docker-registry/docker/registry/v2/repositories/")).split(/\s+/)).not.toContain("intruder");
-    expect((await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`])).output.trim()).toBe(pinned("registry.k8s.io/pause:3.10.1"));
+    expect((await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`])).output.trim()).toBe(
+      pinned("registry.k8s.io/pause:3.10.1"),
+    );
   });
 
   it("takes authenticated pushes of a new repository and a new tag, and they are pullable", async () => {
     password = (await first.ssh("cat /etc/icn-bootstrap/pki/registry-push.password")).trim();
     expect(password).toMatch(/^[0-9a-f]{48}$/);
     const creds = `icn-push:${password}`;
-    const repo = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/site/etcd:mine`]);
+    const repo = await skopeo([
+      "copy",
+      "--src-cert-dir",
+      certs,
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      creds,
+      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/site/etcd:mine`,
+    ]);
     expect(repo.ok, repo.output).toBe(true);
-    const tag = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", creds, `docker://${first.registry}/etcd:3.6.6-0`, `docker://${first.registry}/pause:site-tag`]);
+    const tag = await skopeo([
+      "copy",
+      "--src-cert-dir",
+      certs,
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      creds,
+      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/pause:site-tag`,
+    ]);
     expect(tag.ok, tag.output).toBe(true);
     for (const ref of ["site/etcd:mine", "pause:site-tag"]) {
       const pulled = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/${ref}`]);
@@ -149,7 +207,17 @@ describe("the booted appliance's registry", () => {
   });
 
   it("refuses, even with credentials, a push that would change a tag the appliance shipped (403 naming it and its digest)", async () => {
-    const swap = await skopeo(["copy", "--src-cert-dir", certs, "--dest-cert-dir", certs, "--dest-creds", `icn-push:${password}`, `docker://${first.registry}/coredns/coredns:v1.13.1`, `docker://${first.registry}/pause:3.10.1`]);
+    const swap = await skopeo([
+      "copy",
+      "--src-cert-dir",
+      certs,
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      `icn-push:${password}`,
+      `docker://${first.registry}/coredns/coredns:v1.13.1`,
+      `docker://${first.registry}/pause:3.10.1`,
+    ]);
     expect(swap.ok).toBe(false);
     expect(swap.output).toContain(`denied: pause:3.10.1 is shipped with this appliance at ${pinned("registry.k8s.io/pause:3.10.1")}`);
     const after = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/pause:3.10.1`]);
@@ -172,7 +240,9 @@ describe("the booted appliance's registry", () => {
     const exposed = listeners.filter((l) => !loopback.test(l) && !dhcpClient.test(l));
     const ports = [...new Set(exposed.map((l) => `${l.split(" ")[0]}/${l.split(":").pop()}`))].sort();
     expect(ports, listeners.join("\n")).toEqual(["tcp/22", "tcp/5000", "tcp/8080"]);
-    expect(await first.ssh("test -S /run/docker-registry/registry.sock && stat -c '%a %U:%G' /run/docker-registry/registry.sock")).toMatch(/^660 docker-registry:www-data/);
+    expect(await first.ssh("test -S /run/docker-registry/registry.sock && stat -c '%a %U:%G' /run/docker-registry/registry.sock")).toMatch(
+      /^660 docker-registry:www-data/,
+    );
     // The appliance's own containerd pulls from nginx's loopback door: plain HTTP, reads only.
     expect(listeners).toContain("tcp 127.0.0.1:5001");
     const loopbackDoor = await first.ssh(
@@ -194,7 +264,10 @@ describe("the booted appliance's registry", () => {
       `openssl verify -CAfile ${pki}/registry-ca.crt ${pki}/bpa-api.crt; ${pubkey("bpa-api")}; ${pubkey("registry")}; ` +
         `openssl x509 -in ${pki}/bpa-api.crt -noout -ext subjectAltName | tail -n 1; openssl x509 -in ${pki}/registry.crt -noout -ext subjectAltName | tail -n 1; stat -c %a ${pki}/bpa-api.key`,
     );
-    const [verified, apiKey, registryKey, apiNames, registryNames, keyMode] = out.trim().split("\n").map((l) => l.trim());
+    const [verified, apiKey, registryKey, apiNames, registryNames, keyMode] = out
+      .trim()
+      .split("\n")
+      .map((l) => l.trim());
     expect(verified).toBe(`${pki}/bpa-api.crt: OK`);
     expect(apiKey).toMatch(/^[0-9a-f]{64}$/);
     expect(apiKey).not.toBe(registryKey);

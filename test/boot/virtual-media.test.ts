@@ -47,7 +47,8 @@ beforeAll(async () => {
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
   await ensureLockedDebs(lock);
-  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [ramdisk] = (await runStages({ definition: { ...definition, osImages: ["ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] }))
+    .osImages;
   const files = await readRamdisk(ramdisk!.image!);
   const served = join(ramdisk!.image!.dir, "tree", FILES_ROOT);
   const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
@@ -56,7 +57,11 @@ beforeAll(async () => {
   const out = join(work, "out");
   await mkdir(out);
   // The pod's state volume, as ironic-start and Ironic use it.
-  const binds = { [out]: "/var/lib/ironic", [join(served, files.kernel.path)]: "/var/lib/ironic/kernel", [join(served, files.initramfs.path)]: "/var/lib/ironic/initramfs" };
+  const binds = {
+    [out]: "/var/lib/ironic",
+    [join(served, files.kernel.path)]: "/var/lib/ironic/kernel",
+    [join(served, files.initramfs.path)]: "/var/lib/ironic/initramfs",
+  };
   for (const mountPoint of ["kernel", "initramfs"]) await writeFile(join(out, mountPoint), "");
   const esp = await inImage(root, ["/usr/local/bin/make-esp", "/var/lib/ironic/uefi-esp.img"], { binds });
   expect(esp.exitCode, esp.all).toBe(0);
@@ -83,29 +88,38 @@ describe("Redfish virtual media: Ironic's boot ISOs from the Ironic image", () =
     expect(esp.includes("BOOTX64 EFI")).toBe(true);
   });
 
-  for (const [firmware, iso] of [["uefi", "uefi.iso"], ["bios", "bios.iso"]] as [Firmware, string][]) {
-    it(`the ${firmware === "uefi" ? "UEFI (GRUB)" : "BIOS (ISOLINUX)"} ISO boots the deploy kernel and ramdisk from a CD-ROM with Ironic's parameters`, { timeout: 20 * 60_000 }, async () => {
-      const file = join(work, "out", iso);
-      const size = (await stat(file)).size;
-      let commandLine = "";
-      const vm = await bootImage({
-        image: blankDisk,
-        diskSize: "1G",
-        firmware,
-        cpus: 1,
-        memoryMiB: 2048,
-        timeoutSeconds: 900,
-        cdrom: file,
-        onLine: (line) => {
-          if (line.includes("Kernel command line:")) commandLine = line;
-        },
-        // The initramfs's init (systemd) running: kernel and ramdisk both came from the ISO.
-        readyPattern: /Run \/init as init process/,
-      });
-      console.log(`${iso} (${(size / 1024 / 1024).toFixed(0)} MiB): ${vm.ready ? `the ramdisk's init after ${vm.seconds} s (${vm.accel})` : "no init"}; ${commandLine.trim()}`);
-      expect(vm.ready, vm.lastLines.slice(-30).join("\n")).toBe(true);
-      expect(commandLine).toContain(AGENT_PARAMS);
-      expect(commandLine).toContain("console=ttyS0,115200n8");
-    });
+  for (const [firmware, iso] of [
+    ["uefi", "uefi.iso"],
+    ["bios", "bios.iso"],
+  ] as [Firmware, string][]) {
+    it(
+      `the ${firmware === "uefi" ? "UEFI (GRUB)" : "BIOS (ISOLINUX)"} ISO boots the deploy kernel and ramdisk from a CD-ROM with Ironic's parameters`,
+      { timeout: 20 * 60_000 },
+      async () => {
+        const file = join(work, "out", iso);
+        const size = (await stat(file)).size;
+        let commandLine = "";
+        const vm = await bootImage({
+          image: blankDisk,
+          diskSize: "1G",
+          firmware,
+          cpus: 1,
+          memoryMiB: 2048,
+          timeoutSeconds: 900,
+          cdrom: file,
+          onLine: (line) => {
+            if (line.includes("Kernel command line:")) commandLine = line;
+          },
+          // The initramfs's init (systemd) running: kernel and ramdisk both came from the ISO.
+          readyPattern: /Run \/init as init process/,
+        });
+        console.log(
+          `${iso} (${(size / 1024 / 1024).toFixed(0)} MiB): ${vm.ready ? `the ramdisk's init after ${vm.seconds} s (${vm.accel})` : "no init"}; ${commandLine.trim()}`,
+        );
+        expect(vm.ready, vm.lastLines.slice(-30).join("\n")).toBe(true);
+        expect(commandLine).toContain(AGENT_PARAMS);
+        expect(commandLine).toContain("console=ttyS0,115200n8");
+      },
+    );
   }
 });

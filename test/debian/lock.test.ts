@@ -52,7 +52,11 @@ describe("Debian packages pinned as files", () => {
   let lockPath: string;
 
   const clearCache = () => rm(join(work, "cache"), { recursive: true, force: true });
-  const lock = (): LockFile => ({ version: LOCK_VERSION, debian: { ...sources, requested: requestedPackages(parseDefinition(TOY_DEFINITION, "toy")), packages: pins }, artifacts: {} });
+  const lock = (): LockFile => ({
+    version: LOCK_VERSION,
+    debian: { ...sources, requested: requestedPackages(parseDefinition(TOY_DEFINITION, "toy")), packages: pins },
+    artifacts: {},
+  });
   /** The pinned install, as the build stages do it (chrootless: the toy set has no dpkg of its own). */
   async function install(choice: PackageChoice): Promise<{ root: string; installed: Record<string, string> }> {
     const root = await mkdtemp(join(work, "root-"));
@@ -138,7 +142,9 @@ describe("Debian packages pinned as files", () => {
     expect(installed).toEqual({ "icn-hello": "1.0-1", "icn-lib": "1.0-1" });
     expect(await readInstalledVersion(root, "icn-hello")).toBe("icn-hello 1.0-1");
     // The result names the real archives, not the local repository it was installed from.
-    expect(await readFile(join(root, "etc/apt/sources.list"), "utf8")).toBe(`deb ${mirror.url} toy main\ndeb ${mirror.url} toy-updates main\ndeb ${security.url} toy-security main\n`);
+    expect(await readFile(join(root, "etc/apt/sources.list"), "utf8")).toBe(
+      `deb ${mirror.url} toy main\ndeb ${mirror.url} toy-updates main\ndeb ${security.url} toy-security main\n`,
+    );
 
     const age = await checkLock(lock(), await readIndexes(sources.archives, sources), store);
     expect(age.pins.map((p) => [p.name, p.state])).toEqual([
@@ -174,7 +180,9 @@ describe("Debian packages pinned as files", () => {
     await mkdir(join(work, "evil"), { recursive: true });
     const { buildDeb } = await import("../helpers/debian-archive.js");
     await writeFile(poolFile, await readFile(await buildDeb(join(work, "evil"), { ...HELLO_1, payload: "replaced\n" })));
-    const actual = createHash("sha256").update(await readFile(poolFile)).digest("hex");
+    const actual = createHash("sha256")
+      .update(await readFile(poolFile))
+      .digest("hex");
     await clearCache();
     const error = await ensureDebs(pins, sources, { store }).catch((e) => e);
     expect(error).toBeInstanceOf(UserError);
@@ -211,7 +219,12 @@ describe("Debian packages pinned as files", () => {
     expect(exitStatus(age)).toBe(CHECK_EXIT.gone | CHECK_EXIT.securityUpdates);
 
     const newest = (await newestPin(indexes, "icn-hello"))!;
-    expect(newest).toMatchObject({ version: "1.0-3", archive: "security", suite: "toy-security", filename: "pool/updates/main/i/icn-hello/icn-hello_1.0-3_all.deb" });
+    expect(newest).toMatchObject({
+      version: "1.0-3",
+      archive: "security",
+      suite: "toy-security",
+      filename: "pool/updates/main/i/icn-hello/icn-hello_1.0-3_all.deb",
+    });
     expect(describeMoved(movedPackages(pins, { ...pins, "icn-hello": newest }))).toEqual(["icn-hello: 1.0-1 -> 1.0-3 (toy-security)"]);
     await ensureDebs({ "icn-hello": newest }, sources, { store });
     const { installed } = await install({ pinned: { ...pins, "icn-hello": newest } });
@@ -259,7 +272,14 @@ describe("Debian packages pinned as files", () => {
 
   it("refuses a version-1 lock with the one command that converts it", async () => {
     const old = join(work, "old.lock.yaml");
-    await writeFile(old, yaml.dump({ version: 1, debian: { mirror: "http://deb.debian.org/debian", suite: "trixie", components: ["main"], requested: [], packages: { bash: "5.2.37-2+b10" } }, artifacts: {} }));
+    await writeFile(
+      old,
+      yaml.dump({
+        version: 1,
+        debian: { mirror: "http://deb.debian.org/debian", suite: "trixie", components: ["main"], requested: [], packages: { bash: "5.2.37-2+b10" } },
+        artifacts: {},
+      }),
+    );
     const error = await loadLock(old).catch((e) => e);
     expect(error).toBeInstanceOf(UserError);
     expect(error.message).toMatch(/old lock format \(version 1/);

@@ -48,9 +48,12 @@ let siteDisk: string;
 
 const SITE_OBJECTS: Record<string, string> = {
   "00-namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: site-a\n",
-  "10-bmc-secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: node-1-bmc\n  namespace: site-a\nstringData:\n  username: admin\n  password: site-a-bmc-password\n",
-  "20-hosts.yaml": "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata:\n  name: node-1\n  namespace: site-a\nspec:\n  online: true\n  bootMACAddress: 52:54:00:00:00:01\n  bmc:\n    address: redfish+http://192.168.111.1:8000/redfish/v1/Systems/node-1\n    credentialsName: node-1-bmc\n",
-  "30-provisioning.yaml": "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: site-a-cluster\n  namespace: site-a\nspec:\n  master:\n    cpu: 2\n    memory: 2Gi\n",
+  "10-bmc-secret.yaml":
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: node-1-bmc\n  namespace: site-a\nstringData:\n  username: admin\n  password: site-a-bmc-password\n",
+  "20-hosts.yaml":
+    "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata:\n  name: node-1\n  namespace: site-a\nspec:\n  online: true\n  bootMACAddress: 52:54:00:00:00:01\n  bmc:\n    address: redfish+http://192.168.111.1:8000/redfish/v1/Systems/node-1\n    credentialsName: node-1-bmc\n",
+  "30-provisioning.yaml":
+    "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: site-a-cluster\n  namespace: site-a\nspec:\n  master:\n    cpu: 2\n    memory: 2Gi\n",
 };
 const consoleLines: string[] = [];
 
@@ -77,7 +80,22 @@ beforeAll(async () => {
 }, 90 * 60_000);
 
 function ssh(port: number, command: string) {
-  return execa("ssh", ["-i", key, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command]);
+  return execa("ssh", [
+    "-i",
+    key,
+    "-p",
+    String(port),
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "ConnectTimeout=20",
+    "root@127.0.0.1",
+    command,
+  ]);
 }
 
 describe("the appliance", () => {
@@ -124,7 +142,9 @@ describe("the appliance", () => {
     const push = await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-registry-push" });
     expect(push.type).toBe("kubernetes.io/basic-auth");
     expect(Buffer.from(push.data!.username!, "base64").toString()).toBe("icn-push");
-    expect(Buffer.from(push.data!.password!, "base64").toString()).toBe((await ssh(sshPort, "cat /etc/icn-bootstrap/pki/registry-push.password")).stdout.trim());
+    expect(Buffer.from(push.data!.password!, "base64").toString()).toBe(
+      (await ssh(sshPort, "cat /etc/icn-bootstrap/pki/registry-push.password")).stdout.trim(),
+    );
     const ca = await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "icn-registry-ca" });
     const caFingerprint = new X509Certificate(ca.data!["ca.crt"]!).fingerprint256.replace(/:/g, "").toLowerCase();
     expect(vm.readyLine).toContain(`registry_ca=sha256:${caFingerprint}`);
@@ -144,19 +164,33 @@ describe("the appliance", () => {
     expect(siteLines.join("\n")).toMatch(/ICN-SITE: removed manifests\/10-bmc-secret\.yaml from \/dev\/vdb/);
     const bmcSecret = await c.core.readNamespacedSecret({ namespace: "site-a", name: "node-1-bmc" });
     expect(Buffer.from(bmcSecret.data!.password!, "base64").toString()).toBe("site-a-bmc-password");
-    const siteHost = await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" });
+    const siteHost = await c.custom.getNamespacedCustomObject({
+      group: "metal3.io",
+      version: "v1alpha1",
+      namespace: "site-a",
+      plural: "baremetalhosts",
+      name: "node-1",
+    });
     expect((siteHost as { spec: { bmc: { credentialsName: string } } }).spec.bmc.credentialsName).toBe("node-1-bmc");
     // The BPA reconciles the site's Provisioning: its status says why it cannot go on (the host has no hardware details yet).
     const siteProvisioning = await waitFor(
       "the site's Provisioning reconciled by the BPA",
       async () => {
-        const p = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: "site-a", plural: "provisionings", name: "site-a-cluster" })) as Provisioning;
+        const p = (await c.custom.getNamespacedCustomObject({
+          group: "bpa.akraino.org",
+          version: "v1alpha1",
+          namespace: "site-a",
+          plural: "provisionings",
+          name: "site-a-cluster",
+        })) as Provisioning;
         return (p.status?.conditions?.length ?? 0) > 0 ? p : undefined;
       },
       10 * 60_000,
       2000,
     );
-    console.log(`site-a-cluster conditions: ${JSON.stringify(siteProvisioning.status?.conditions?.map((x) => `${x.type}=${x.status} ${x.reason}: ${x.message}`))}`);
+    console.log(
+      `site-a-cluster conditions: ${JSON.stringify(siteProvisioning.status?.conditions?.map((x) => `${x.type}=${x.status} ${x.reason}: ${x.message}`))}`,
+    );
 
     // Metal3's baremetal-operator runs from the seeded registry and reconciles the site's host (its finalizer).
     const bmo = (await c.core.listNamespacedPod({ namespace: "baremetal-operator-system", labelSelector: "app.kubernetes.io/name=baremetal-operator" })).items;
@@ -168,7 +202,13 @@ describe("the appliance", () => {
     await waitFor(
       "baremetal-operator's finalizer on the site's BareMetalHost",
       async () => {
-        const host = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" })) as { metadata: { finalizers?: string[] } };
+        const host = (await c.custom.getNamespacedCustomObject({
+          group: "metal3.io",
+          version: "v1alpha1",
+          namespace: "site-a",
+          plural: "baremetalhosts",
+          name: "node-1",
+        })) as { metadata: { finalizers?: string[] } };
         return host.metadata.finalizers?.includes("baremetalhost.metal3.io") || undefined;
       },
       10 * 60_000,
@@ -178,7 +218,13 @@ describe("the appliance", () => {
     const unreachable = await waitFor(
       "registration error for the site's host (its BMC does not answer)",
       async () => {
-        const host = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: "site-a", plural: "baremetalhosts", name: "node-1" })) as { status?: { errorType?: string; errorMessage?: string; operationalStatus?: string } };
+        const host = (await c.custom.getNamespacedCustomObject({
+          group: "metal3.io",
+          version: "v1alpha1",
+          namespace: "site-a",
+          plural: "baremetalhosts",
+          name: "node-1",
+        })) as { status?: { errorType?: string; errorMessage?: string; operationalStatus?: string } };
         return host.status?.errorType === "registration error" ? host : undefined;
       },
       20 * 60_000,
@@ -201,7 +247,13 @@ describe("the appliance", () => {
     const provisioning = await waitFor(
       "the install Job in the Provisioning's status",
       async () => {
-        const p = (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" })) as Provisioning;
+        const p = (await c.custom.getNamespacedCustomObject({
+          group: "bpa.akraino.org",
+          version: "v1alpha1",
+          namespace,
+          plural: "provisionings",
+          name: "provisioning-sample",
+        })) as Provisioning;
         return p.status?.installJob ? p : undefined;
       },
       10 * 60_000,
@@ -230,20 +282,32 @@ describe("the appliance", () => {
       5000,
     );
     expect(api.status?.availableReplicas).toBeGreaterThanOrEqual(1);
-    const health = await ssh(sshPort, "curl -s --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/healthz; echo; curl -s -o /dev/null -w '%{http_code}' --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/api/v1/uploads");
+    const health = await ssh(
+      sshPort,
+      "curl -s --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/healthz; echo; curl -s -o /dev/null -w '%{http_code}' --cacert /etc/icn-bootstrap/pki/registry-ca.crt https://bootstrap.icn:30443/api/v1/uploads",
+    );
     console.log(`bpa-api on the appliance: ${health.stdout.replace(/\n/g, " | ")}`);
     expect(health.stdout.trim().split("\n").pop()).toBe("401");
 
     // A developer's uploads from another machine (the forwarded NodePort; 127.0.0.1 is in the
     // site certificate), with the ready-made uploader identity the README names.
-    const token = (await c.core.createNamespacedServiceAccountToken({ namespace: "bpa-system", name: "bpa-api-uploader", body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 3600 } } })).status!.token;
+    const token = (
+      await c.core.createNamespacedServiceAccountToken({
+        namespace: "bpa-system",
+        name: "bpa-api-uploader",
+        body: { spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: 3600 } },
+      })
+    ).status!.token;
     const caFile = join(work, "site-ca.crt");
     await writeFile(caFile, ca.data!["ca.crt"]!);
     const server = `https://127.0.0.1:${restPort}`;
     const rest = new ApiClient(server, ca.data!["ca.crt"]!, token);
     const upload = async (file: string, kind: string, name: string) => {
       const started = Date.now();
-      const result = await runCli(["upload", file, "--kind", kind, "--name", name, "--server", server, "--cacert", caFile], { ICN_BPA_TOKEN: token, XDG_STATE_HOME: join(work, "xdg") });
+      const result = await runCli(["upload", file, "--kind", kind, "--name", name, "--server", server, "--cacert", caFile], {
+        ICN_BPA_TOKEN: token,
+        XDG_STATE_HOME: join(work, "xdg"),
+      });
       expect(result.exitCode, result.all).toBe(0);
       console.log(`upload ${kind} ${name}: ${((Date.now() - started) / 1000).toFixed(1)}s`);
       return JSON.parse(result.stdout) as UploadRecord;
@@ -263,20 +327,29 @@ describe("the appliance", () => {
     expect(os).toMatchObject({ state: "published", format: "qcow2", path: "/os-images/e2e-os.qcow2" });
     const listed = await rest.json<{ items: unknown[] }>("/api/v1/os-images");
     expect(listed.status).toBe(200);
-    expect(listed.body.items).toContainEqual(expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }));
+    expect(listed.body.items).toContainEqual(
+      expect.objectContaining({ name: "e2e-os.qcow2", sha256: sha256(osBytes), url: "http://127.0.0.1:8080/os-images/e2e-os.qcow2" }),
+    );
     expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/e2e-os.qcow2.sha256sum")).stdout).toContain(sha256(osBytes));
     // The build's compute-node image is listed beside it, and served with its checksum file.
     const builtImage = (listed.body.items as { name: string; source: string; sha256: string; url: string }[]).find((i) => i.source === "build");
     expect(builtImage).toMatchObject({ name: "debian-13-compute-node.qcow2", url: "http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2" });
-    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2.sha256sum")).stdout).toBe(`${builtImage!.sha256}  debian-13-compute-node.qcow2`);
-    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2 | sha256sum")).stdout.split(" ")[0]).toBe(builtImage!.sha256);
+    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2.sha256sum")).stdout).toBe(
+      `${builtImage!.sha256}  debian-13-compute-node.qcow2`,
+    );
+    expect((await ssh(sshPort, "curl -sf http://127.0.0.1:8080/os-images/debian-13-compute-node.qcow2 | sha256sum")).stdout.split(" ")[0]).toBe(
+      builtImage!.sha256,
+    );
 
     // A container image, pulled back by digest the way a compute node's containerd does:
     // over TLS from bootstrap.icn:5000, trusting the site CA.
     const { archive, layerDigest } = await dockerSaveArchive(work, "hello", { "hello.txt": "hello from the developer\n" });
     const pushed = await upload(archive, "container-image", "site/hello:1");
     expect(pushed).toMatchObject({ state: "published", url: `bootstrap.icn:5000/site/hello@${pushed.digest}` });
-    const pull = await ssh(sshPort, `ctr -n e2e images pull --tlscacert /etc/icn-bootstrap/pki/registry-ca.crt ${pushed.url} >/dev/null && ctr -n e2e images ls -q && ctr -n e2e content get ${layerDigest} | tar -xO hello.txt`);
+    const pull = await ssh(
+      sshPort,
+      `ctr -n e2e images pull --tlscacert /etc/icn-bootstrap/pki/registry-ca.crt ${pushed.url} >/dev/null && ctr -n e2e images ls -q && ctr -n e2e content get ${layerDigest} | tar -xO hello.txt`,
+    );
     expect(pull.stdout).toContain(pushed.url);
     expect(pull.stdout).toContain("hello from the developer");
 
@@ -291,16 +364,28 @@ describe("the appliance", () => {
     expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
     expect(consoleLines.join("\n")).not.toMatch(/ICN-SITE: applied/); // each file once per content
-    const again = await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace, plural: "provisionings", name: "provisioning-sample" });
+    const again = await c.custom.getNamespacedCustomObject({
+      group: "bpa.akraino.org",
+      version: "v1alpha1",
+      namespace,
+      plural: "provisionings",
+      name: "provisioning-sample",
+    });
     expect((again as Provisioning).status?.installJob).toBe(provisioning.status!.installJob);
     // The uploads survived the reboot: still served, still listed by the API.
     expect(await servedFile()).toBe(sha256(blob));
     const uploads = await waitFor(
       "the REST API answering after the reboot",
-      async () => rest.json<{ items: UploadRecord[] }>("/api/v1/uploads").then((r) => (r.status === 200 ? r.body : undefined)).catch(() => undefined),
+      async () =>
+        rest
+          .json<{ items: UploadRecord[] }>("/api/v1/uploads")
+          .then((r) => (r.status === 200 ? r.body : undefined))
+          .catch(() => undefined),
       15 * 60_000,
       5000,
     );
-    expect(uploads.items.map((u: UploadRecord) => `${u.kind} ${u.name} ${u.state}`)).toEqual(expect.arrayContaining(["file e2e/blob.bin published", "os-image e2e-os.qcow2 published", "container-image site/hello:1 published"]));
+    expect(uploads.items.map((u: UploadRecord) => `${u.kind} ${u.name} ${u.state}`)).toEqual(
+      expect.arrayContaining(["file e2e/blob.bin published", "os-image e2e-os.qcow2 published", "container-image site/hello:1 published"]),
+    );
   });
 });

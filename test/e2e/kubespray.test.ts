@@ -72,13 +72,27 @@ interface NodeSpec {
   cpus: number;
 }
 /** The first node: control plane and worker (kubespray's single-node layout). */
-const NODE_A: NodeSpec = { name: "compute-a", ip: "10.124.0.2", mac: "52:54:00:12:40:02", tap: "icnks0", memoryMiB: Number(process.env.ICN_E2E_NODE_MEMORY_MIB ?? 6144), cpus: 2 };
+const NODE_A: NodeSpec = {
+  name: "compute-a",
+  ip: "10.124.0.2",
+  mac: "52:54:00:12:40:02",
+  tap: "icnks0",
+  memoryMiB: Number(process.env.ICN_E2E_NODE_MEMORY_MIB ?? 6144),
+  cpus: 2,
+};
 /**
  * The node added on day 2, as a worker: one virtual CPU (a worker needs no more), so that the
  * two emulated VMs leave the first node's control plane some of the host's two cores. With
  * two each, its API server missed kubeadm's 10 s on scale.yml's upload-certs.
  */
-const NODE_B: NodeSpec = { name: "compute-b", ip: "10.124.0.3", mac: "52:54:00:12:40:03", tap: "icnks1", memoryMiB: Number(process.env.ICN_E2E_WORKER_MEMORY_MIB ?? 3072), cpus: 1 };
+const NODE_B: NodeSpec = {
+  name: "compute-b",
+  ip: "10.124.0.3",
+  mac: "52:54:00:12:40:03",
+  tap: "icnks1",
+  memoryMiB: Number(process.env.ICN_E2E_WORKER_MEMORY_MIB ?? 3072),
+  cpus: 1,
+};
 const NODES = [NODE_A, NODE_B];
 /**
  * `npm run e2e:kubespray:upgrade` (ICN_E2E_SCALE=0) leaves the second node out: the one node
@@ -150,8 +164,40 @@ async function startApplianceServices(filesRoot: string, storage: string): Promi
   await mkdir(join(dir, "logs"), { recursive: true });
   await writeFile(join(dir, "ca.crt"), siteCA.pem);
   await writeFile(join(dir, "ca.key"), siteCA.keyPem, { mode: 0o600 });
-  await sh("openssl", ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "tls.key"), "-out", join(dir, "tls.csr"), "-subj", "/CN=bootstrap.icn", "-addext", `subjectAltName=DNS:bootstrap.icn,IP:${HOST_IP}`]);
-  await sh("openssl", ["x509", "-req", "-in", join(dir, "tls.csr"), "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key"), "-CAcreateserial", "-days", "2", "-copy_extensions", "copy", "-out", join(dir, "tls.crt")]);
+  await sh("openssl", [
+    "req",
+    "-new",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(dir, "tls.key"),
+    "-out",
+    join(dir, "tls.csr"),
+    "-subj",
+    "/CN=bootstrap.icn",
+    "-addext",
+    `subjectAltName=DNS:bootstrap.icn,IP:${HOST_IP}`,
+  ]);
+  await sh("openssl", [
+    "x509",
+    "-req",
+    "-in",
+    join(dir, "tls.csr"),
+    "-CA",
+    join(dir, "ca.crt"),
+    "-CAkey",
+    join(dir, "ca.key"),
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-copy_extensions",
+    "copy",
+    "-out",
+    join(dir, "tls.crt"),
+  ]);
   const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir}/${t};`).join(" ");
   await writeFile(
     join(dir, "nginx.conf"),
@@ -181,7 +227,19 @@ async function shippedConfig(): Promise<BpaConfig> {
   const shipped = yaml.load(configMap.data["config.yaml"]!) as Record<string, unknown>;
   // The shipped extraVars carry the room an emulated control plane needs (kubeadm patches,
   // leader-election leases): this run tests them as the appliance ships them.
-  return parseConfig({ ...shipped, runnerImage: RUNNER, registryHost: REGISTRY_HOST, filesRepo: FILES_REPO, namespace: "bpa-system", watchNamespace: NAMESPACE, leaderElection: { enabled: false }, extraVars: shipped.extraVars as Record<string, unknown> }, "manifests/bpa/config.yaml (e2e addresses)");
+  return parseConfig(
+    {
+      ...shipped,
+      runnerImage: RUNNER,
+      registryHost: REGISTRY_HOST,
+      filesRepo: FILES_REPO,
+      namespace: "bpa-system",
+      watchNamespace: NAMESPACE,
+      leaderElection: { enabled: false },
+      extraVars: shipped.extraVars as Record<string, unknown>,
+    },
+    "manifests/bpa/config.yaml (e2e addresses)",
+  );
 }
 
 /**
@@ -194,7 +252,17 @@ async function noCloudSeed(node: NodeSpec, userData: string): Promise<string> {
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "user-data"), userData);
   await writeFile(join(dir, "meta-data"), `instance-id: ${node.name}\nlocal-hostname: ${node.name}\n`);
-  const network = { version: 2, ethernets: { nic0: { match: { macaddress: node.mac }, addresses: [`${node.ip}/24`], routes: [{ to: "0.0.0.0/0", via: HOST_IP }], nameservers: { addresses: [HOST_IP] } } } };
+  const network = {
+    version: 2,
+    ethernets: {
+      nic0: {
+        match: { macaddress: node.mac },
+        addresses: [`${node.ip}/24`],
+        routes: [{ to: "0.0.0.0/0", via: HOST_IP }],
+        nameservers: { addresses: [HOST_IP] },
+      },
+    },
+  };
   await writeFile(join(dir, "network-config"), yaml.dump(network));
   const seed = join(work, `seed-${node.name}.img`);
   await sh("mkfs.vfat", ["-n", "CIDATA", "-C", seed, "2048"]);
@@ -220,7 +288,26 @@ async function bootNode(node: NodeSpec, userData: string, privateKey: string): P
     failurePattern: /Kernel panic.*|Found ordering cycle.*/,
   });
   const ssh = async (command: string) => {
-    const result = await execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", `root@${node.ip}`, command], { reject: false, all: true });
+    const result = await execa(
+      "ssh",
+      [
+        "-i",
+        keyFile,
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "ConnectTimeout=20",
+        `root@${node.ip}`,
+        command,
+      ],
+      { reject: false, all: true },
+    );
     return { ok: result.exitCode === 0, output: String(result.all ?? "") };
   };
   const vm = { ...booted, ssh };
@@ -231,7 +318,12 @@ async function bootNode(node: NodeSpec, userData: string, privateKey: string): P
 /** The BPA's user-data and SSH key of the namespace (what Metal3 would give a node it provisions). */
 async function bpaUserDataAndKey(): Promise<{ userData: string; privateKey: string }> {
   const objects = sshObjectNames(await shippedConfig());
-  const userData = await waitFor("the BPA's user-data Secret", async () => (await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.userData })).data?.userData, 60_000, 500);
+  const userData = await waitFor(
+    "the BPA's user-data Secret",
+    async () => (await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.userData })).data?.userData,
+    60_000,
+    500,
+  );
   const key = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: objects.privateKey });
   return { userData: Buffer.from(userData, "base64").toString(), privateKey: Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString() };
 }
@@ -281,7 +373,8 @@ beforeAll(async () => {
   // the network, and builds the older version's binaries): both versions.
   content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"] });
   pinsManifest = yaml.load(await readFile(join(content.files!.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as typeof pinsManifest;
-  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [built] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] }))
+    .osImages;
   const served = await readOsImage(built!.image!);
   osImage = join(built!.image!.dir, "tree", FILES_ROOT, served.path);
   runnerRoot = join(work, "runner-root");
@@ -302,8 +395,14 @@ beforeAll(async () => {
   }
   const config = await shippedConfig();
   // What the appliance's first boot does: the registry's site CA for the BPA, and the build's kubespray pins from its manifests.
-  await c.core.createNamespacedConfigMap({ namespace: config.namespace, body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: siteCA.pem } } });
-  await c.core.createNamespacedConfigMap({ namespace: pinsManifest.metadata.namespace, body: { metadata: { name: pinsManifest.metadata.name }, data: pinsManifest.data } });
+  await c.core.createNamespacedConfigMap({
+    namespace: config.namespace,
+    body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: siteCA.pem } },
+  });
+  await c.core.createNamespacedConfigMap({
+    namespace: pinsManifest.metadata.namespace,
+    body: { metadata: { name: pinsManifest.metadata.name }, data: pinsManifest.data },
+  });
   operator = new Operator({ kc, config, log: makeLogger({ level: process.env.BPA_TEST_LOG ? "debug" : "warn", fields: { op: "e2e" } }) });
   await operator.start();
   phase("API server and BPA operator running");
@@ -329,17 +428,21 @@ describe("an application cluster installed by the real kubespray, offline", () =
   let kubectl: (...args: string[]) => Promise<{ exitCode?: number; all?: string }>;
   let builtPause: BuiltImage;
 
-  it("the BPA makes the node's user-data; the node boots the OS image with it", async () => {
-    await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }], kubernetesVersion } });
-    const { userData, privateKey } = await bpaUserDataAndKey();
-    const vm = await bootNode(NODE_A, userData, privateKey);
-    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
-    phase(`compute node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
-    const whoami = await vm.ssh("hostname; ip -4 -o addr show scope global | awk '{print $4}'");
-    expect(whoami.output).toBe(`${NODE_NAME}\n${NODE_IP}/24`);
-    // Offline: the node reaches the appliance's services and nothing else.
-    expect((await vm.ssh(`curl -sS -o /dev/null -w '%{http_code}' ${FILES_REPO}/`)).output).toBe("404");
-  }, HOUR);
+  it(
+    "the BPA makes the node's user-data; the node boots the OS image with it",
+    async () => {
+      await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }], kubernetesVersion } });
+      const { userData, privateKey } = await bpaUserDataAndKey();
+      const vm = await bootNode(NODE_A, userData, privateKey);
+      expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+      phase(`compute node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
+      const whoami = await vm.ssh("hostname; ip -4 -o addr show scope global | awk '{print $4}'");
+      expect(whoami.output).toBe(`${NODE_NAME}\n${NODE_IP}/24`);
+      // Offline: the node reaches the appliance's services and nothing else.
+      expect((await vm.ssh(`curl -sS -o /dev/null -w '%{http_code}' ${FILES_REPO}/`)).output).toBe("404");
+    },
+    HOUR,
+  );
 
   it("the BPA assigns the node (a provisioned BareMetalHost) and creates the install Job with its inventory", async () => {
     const memoryMiB = NODE_A.memoryMiB;
@@ -353,151 +456,255 @@ describe("an application cluster installed by the real kubespray, offline", () =
     phase(`Provisioning: host assigned, Job ${job.metadata!.name} created`);
   });
 
-  it("the runner image runs kubespray's cluster.yml against the node and hands the kubeconfig back; the Provisioning is Ready", async () => {
-    output.push(...(await runJob(job, "install")));
-    expect(output.join("\n")).toMatch(new RegExp(`${NODE_NAME}\\s+: ok=\\d+\\s+changed=\\d+\\s+unreachable=0\\s+failed=0`));
-    const p = await waitFor("the Provisioning to be Ready", async () => {
-      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.phase === "Ready" || current.status?.phase === "Failed" ? current : undefined;
-    }, 60_000, 500);
-    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
-    phase("kubespray done; Provisioning Ready");
-  }, 8 * HOUR);
+  it(
+    "the runner image runs kubespray's cluster.yml against the node and hands the kubeconfig back; the Provisioning is Ready",
+    async () => {
+      output.push(...(await runJob(job, "install")));
+      expect(output.join("\n")).toMatch(new RegExp(`${NODE_NAME}\\s+: ok=\\d+\\s+changed=\\d+\\s+unreachable=0\\s+failed=0`));
+      const p = await waitFor(
+        "the Provisioning to be Ready",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          return current.status?.phase === "Ready" || current.status?.phase === "Failed" ? current : undefined;
+        },
+        60_000,
+        500,
+      );
+      expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+      phase("kubespray done; Provisioning Ready");
+    },
+    8 * HOUR,
+  );
 
-  it("through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs", async () => {
-    const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
-    const secret = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: p.status!.kubeconfigSecret! });
-    const kubeconfig = join(work, "cluster-a.kubeconfig");
-    await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
-    expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
-    const kubectlPath = join(content.files!.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${upgradeVersion}`, "bin/linux/amd64/kubectl");
-    kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
-    const nodes = await waitFor("the node to be Ready", async () => {
-      const r = await kubectl("get", "nodes", "-o", "wide");
-      return / Ready /.test(r.all ?? "") ? r.all : undefined;
-    }, 15 * 60_000, 5_000);
-    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
-    expect(nodes).toMatch(new RegExp(`^${NODE_NAME}\\s+Ready\\s+control-plane\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
-    phase("kubectl get nodes: Ready");
+  it(
+    "through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs",
+    async () => {
+      const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      const secret = await c.core.readNamespacedSecret({ namespace: NAMESPACE, name: p.status!.kubeconfigSecret! });
+      const kubeconfig = join(work, "cluster-a.kubeconfig");
+      await writeFile(join(work, "cluster-a.kubeconfig"), Buffer.from(secret.data!.kubeconfig!, "base64"), { mode: 0o600 });
+      expect(await readFile(kubeconfig, "utf8")).toContain(`server: https://${NODE_IP}:6443`);
+      const kubectlPath = join(content.files!.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", `v${upgradeVersion}`, "bin/linux/amd64/kubectl");
+      kubectl = (...args: string[]) => execa(kubectlPath, ["--kubeconfig", kubeconfig, "--request-timeout=60s", ...args], { all: true, reject: false });
+      const nodes = await waitFor(
+        "the node to be Ready",
+        async () => {
+          const r = await kubectl("get", "nodes", "-o", "wide");
+          return / Ready /.test(r.all ?? "") ? r.all : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+      expect(nodes).toMatch(new RegExp(`^${NODE_NAME}\\s+Ready\\s+control-plane\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
+      phase("kubectl get nodes: Ready");
 
-    // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the appliance.
-    const pause = (builtPause = builtImages.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!);
-    expect((await kubectl("run", "probe", `--image=${pause.ref}`, "--restart=Never")).exitCode).toBe(0);
-    const phaseOf = await waitFor("the probe pod to run", async () => {
-      const r = await kubectl("get", "pod", "probe", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].imageID}");
-      return (r.all ?? "").startsWith("Running") ? r.all : undefined;
-    }, 15 * 60_000, 5_000);
-    expect(phaseOf).toContain(pause.digest);
-    const pods = await kubectl("get", "pods", "-A", "-o", "wide");
-    console.log(`e2e:kubespray kubectl get pods -A:\n${pods.all}`);
-    // The cluster's DNS serves: CoreDNS is available (it exits on a forwarding loop or a missing upstream).
-    const dns = await kubectl("-n", "kube-system", "wait", "--for=condition=Available", "deployment/coredns", "--timeout=600s");
-    if (dns.exitCode !== 0) console.log(`e2e:kubespray CoreDNS:\n${(await kubectl("-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail=20")).all}`);
-    expect(dns.exitCode, dns.all).toBe(0);
-    phase("CoreDNS available");
-    // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
-    const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
-    const digests = new Set((JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])));
-    const known = new Set(builtImages.map((i) => i.digest));
-    expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
-    phase("probe pod Running from the seeded registry");
-  }, HOUR);
+      // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the appliance.
+      const pause = (builtPause = builtImages.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!);
+      expect((await kubectl("run", "probe", `--image=${pause.ref}`, "--restart=Never")).exitCode).toBe(0);
+      const phaseOf = await waitFor(
+        "the probe pod to run",
+        async () => {
+          const r = await kubectl("get", "pod", "probe", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].imageID}");
+          return (r.all ?? "").startsWith("Running") ? r.all : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      expect(phaseOf).toContain(pause.digest);
+      const pods = await kubectl("get", "pods", "-A", "-o", "wide");
+      console.log(`e2e:kubespray kubectl get pods -A:\n${pods.all}`);
+      // The cluster's DNS serves: CoreDNS is available (it exits on a forwarding loop or a missing upstream).
+      const dns = await kubectl("-n", "kube-system", "wait", "--for=condition=Available", "deployment/coredns", "--timeout=600s");
+      if (dns.exitCode !== 0) console.log(`e2e:kubespray CoreDNS:\n${(await kubectl("-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail=20")).all}`);
+      expect(dns.exitCode, dns.all).toBe(0);
+      phase("CoreDNS available");
+      // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
+      const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
+      const digests = new Set(
+        (JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])),
+      );
+      const known = new Set(builtImages.map((i) => i.digest));
+      expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
+      phase("probe pod Running from the seeded registry");
+    },
+    HOUR,
+  );
 
-  it.runIf(SCALE)("day 2: a worker entry added makes the BPA assign the second node and start a scale Job limited to it", async () => {
-    const { userData, privateKey } = await bpaUserDataAndKey();
-    const vm = await bootNode(NODE_B, userData, privateKey);
-    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
-    phase(`second node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
-    await createHost(c, NAMESPACE, bmh({ name: NODE_B.name, namespace: NAMESPACE, cpu: NODE_B.cpus, ram: NODE_B.memoryMiB, ip: NODE_B.ip, mac: NODE_B.mac }));
-    const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
-    await c.custom.patchNamespacedCustomObject(
-      { group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING, body: { spec: { worker: [{ cpu: NODE_B.cpus, memory: "2Gi" }] } } },
-      mergePatch,
-    );
-    job = await waitFor("the scale Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
-    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: `${NODE_B.name},${NODE_A.name}` });
-    const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
-    expect(p.status?.assignedHosts?.map((h) => `${h.role}=${h.name}`)).toEqual([`master=${NODE_A.name}`, `worker=${NODE_B.name}`]);
-    phase(`Provisioning Updating: Job ${job.metadata!.name} (scale.yml --limit ${env.BPA_LIMIT})`);
-  }, HOUR);
+  it.runIf(SCALE)(
+    "day 2: a worker entry added makes the BPA assign the second node and start a scale Job limited to it",
+    async () => {
+      const { userData, privateKey } = await bpaUserDataAndKey();
+      const vm = await bootNode(NODE_B, userData, privateKey);
+      expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+      phase(`second node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
+      await createHost(c, NAMESPACE, bmh({ name: NODE_B.name, namespace: NAMESPACE, cpu: NODE_B.cpus, ram: NODE_B.memoryMiB, ip: NODE_B.ip, mac: NODE_B.mac }));
+      const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
+      await c.custom.patchNamespacedCustomObject(
+        {
+          group: "bpa.akraino.org",
+          version: "v1alpha1",
+          namespace: NAMESPACE,
+          plural: "provisionings",
+          name: PROVISIONING,
+          body: { spec: { worker: [{ cpu: NODE_B.cpus, memory: "2Gi" }] } },
+        },
+        mergePatch,
+      );
+      job = await waitFor("the scale Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
+      const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+      expect(env).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: `${NODE_B.name},${NODE_A.name}` });
+      const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+      expect(p.status?.assignedHosts?.map((h) => `${h.role}=${h.name}`)).toEqual([`master=${NODE_A.name}`, `worker=${NODE_B.name}`]);
+      phase(`Provisioning Updating: Job ${job.metadata!.name} (scale.yml --limit ${env.BPA_LIMIT})`);
+    },
+    HOUR,
+  );
 
-  it.runIf(SCALE)("the runner's scale.yml joins it: both nodes Ready, a pod runs on the new one, status shows the grown cluster", async () => {
-    await runJob(job, "scale");
-    const p = await waitFor("the Provisioning Ready with two hosts", async () => {
-      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.revision === 2) ? current : undefined;
-    }, 60_000, 500);
-    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
-    expect(p.status!.cluster!.hosts.map((h) => h.name)).toEqual([NODE_A.name, NODE_B.name]);
-    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "scale:Succeeded"]);
-    phase("scale.yml done; Provisioning Ready with two hosts");
-    const nodes = await waitFor("both nodes Ready", async () => {
-      const r = await kubectl("get", "nodes", "-o", "wide");
-      return NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
-    }, 15 * 60_000, 5_000);
-    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
-    expect(nodes).toMatch(new RegExp(`^${NODE_B.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
-    phase("kubectl get nodes: both Ready");
-    const overrides = JSON.stringify({ spec: { nodeSelector: { "kubernetes.io/hostname": NODE_B.name } } });
-    expect((await kubectl("run", "probe-b", `--image=${builtPause.ref}`, "--restart=Never", `--overrides=${overrides}`)).exitCode).toBe(0);
-    const running = await waitFor("the probe pod on the new node", async () => {
-      const r = await kubectl("get", "pod", "probe-b", "-o", "jsonpath={.status.phase} {.spec.nodeName}");
-      return (r.all ?? "").startsWith("Running") ? r.all : undefined;
-    }, 15 * 60_000, 5_000);
-    expect(running).toBe(`Running ${NODE_B.name}`);
-    // The operator reads the nodes through the kubeconfig: both, on the cluster's version.
-    const observed = await waitFor("status.nodes with both nodes", async () => {
-      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.nodes?.length === 2 ? current.status.nodes : undefined;
-    }, 10 * 60_000, 2_000).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
-    console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
-    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${kubernetesVersion}`));
-    phase("probe pod Running on the new node; status.nodes shows both");
-  }, 8 * HOUR);
+  it.runIf(SCALE)(
+    "the runner's scale.yml joins it: both nodes Ready, a pod runs on the new one, status shows the grown cluster",
+    async () => {
+      await runJob(job, "scale");
+      const p = await waitFor(
+        "the Provisioning Ready with two hosts",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.revision === 2)
+            ? current
+            : undefined;
+        },
+        60_000,
+        500,
+      );
+      expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+      expect(p.status!.cluster!.hosts.map((h) => h.name)).toEqual([NODE_A.name, NODE_B.name]);
+      expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "scale:Succeeded"]);
+      phase("scale.yml done; Provisioning Ready with two hosts");
+      const nodes = await waitFor(
+        "both nodes Ready",
+        async () => {
+          const r = await kubectl("get", "nodes", "-o", "wide");
+          return NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+      expect(nodes).toMatch(new RegExp(`^${NODE_B.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${kubernetesVersion.replace(/\./g, "\\.")}`, "m"));
+      phase("kubectl get nodes: both Ready");
+      const overrides = JSON.stringify({ spec: { nodeSelector: { "kubernetes.io/hostname": NODE_B.name } } });
+      expect((await kubectl("run", "probe-b", `--image=${builtPause.ref}`, "--restart=Never", `--overrides=${overrides}`)).exitCode).toBe(0);
+      const running = await waitFor(
+        "the probe pod on the new node",
+        async () => {
+          const r = await kubectl("get", "pod", "probe-b", "-o", "jsonpath={.status.phase} {.spec.nodeName}");
+          return (r.all ?? "").startsWith("Running") ? r.all : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      expect(running).toBe(`Running ${NODE_B.name}`);
+      // The operator reads the nodes through the kubeconfig: both, on the cluster's version.
+      const observed = await waitFor(
+        "status.nodes with both nodes",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          return current.status?.nodes?.length === 2 ? current.status.nodes : undefined;
+        },
+        10 * 60_000,
+        2_000,
+      ).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
+      console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
+      expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(NODES.map((n) => `${n.name} v${kubernetesVersion}`));
+      phase("probe pod Running on the new node; status.nodes shows both");
+    },
+    8 * HOUR,
+  );
 
-  it("day 2: a newer spec.kubernetesVersion makes the BPA start an upgrade Job over every node", async () => {
-    const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
-    await c.custom.patchNamespacedCustomObject(
-      { group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING, body: { spec: { kubernetesVersion: upgradeVersion } } },
-      mergePatch,
-    );
-    job = await waitFor("the upgrade Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
-    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ BPA_OPERATION: "upgrade", BPA_PLAYBOOK: "upgrade-cluster.yml" });
-    expect(env.BPA_LIMIT).toBeUndefined();
-    const inventory = await c.core.readNamespacedConfigMap({ namespace: NAMESPACE, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name! });
-    expect(yaml.load(inventory.data!["offline.yml"]!)).toMatchObject({ kube_version: upgradeVersion });
-    phase(`Provisioning Updating: Job ${job.metadata!.name} (upgrade-cluster.yml ${kubernetesVersion} -> ${upgradeVersion})`);
-  }, HOUR);
+  it(
+    "day 2: a newer spec.kubernetesVersion makes the BPA start an upgrade Job over every node",
+    async () => {
+      const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
+      await c.custom.patchNamespacedCustomObject(
+        {
+          group: "bpa.akraino.org",
+          version: "v1alpha1",
+          namespace: NAMESPACE,
+          plural: "provisionings",
+          name: PROVISIONING,
+          body: { spec: { kubernetesVersion: upgradeVersion } },
+        },
+        mergePatch,
+      );
+      job = await waitFor("the upgrade Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
+      const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+      expect(env).toMatchObject({ BPA_OPERATION: "upgrade", BPA_PLAYBOOK: "upgrade-cluster.yml" });
+      expect(env.BPA_LIMIT).toBeUndefined();
+      const inventory = await c.core.readNamespacedConfigMap({
+        namespace: NAMESPACE,
+        name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name!,
+      });
+      expect(yaml.load(inventory.data!["offline.yml"]!)).toMatchObject({ kube_version: upgradeVersion });
+      phase(`Provisioning Updating: Job ${job.metadata!.name} (upgrade-cluster.yml ${kubernetesVersion} -> ${upgradeVersion})`);
+    },
+    HOUR,
+  );
 
-  it("the runner's upgrade-cluster.yml brings every node to the new version; status says so", async () => {
-    await runJob(job, "upgrade");
-    const p = await waitFor("the Provisioning Ready on the new version", async () => {
-      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.kubernetesVersion === upgradeVersion) ? current : undefined;
-    }, 60_000, 500);
-    expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
-    expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", ...(SCALE ? ["scale:Succeeded"] : []), "upgrade:Succeeded"]);
-    expect(p.status!.operations!.at(-1)).toMatchObject({ fromVersion: kubernetesVersion, kubernetesVersion: upgradeVersion });
-    phase("upgrade-cluster.yml done; Provisioning Ready on the new version");
-    const escaped = upgradeVersion.replace(/\./g, "\\.");
-    const nodes = await waitFor("every node Ready on the new version", async () => {
-      const r = await kubectl("get", "nodes", "-o", "wide");
-      return CLUSTER_NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
-    }, 15 * 60_000, 5_000).catch(async () => (await kubectl("get", "nodes", "-o", "wide")).all);
-    console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
-    for (const n of CLUSTER_NODES) expect(nodes).toMatch(new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m"));
-    // The control plane runs the new version's images, from the appliance's registry.
-    const images = await kubectl("-n", "kube-system", "get", "pods", "-o", "jsonpath={range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}");
-    for (const component of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"]) expect(images.all).toContain(`/${component}:v${upgradeVersion}`);
-    expect(images.all).not.toContain(`:v${kubernetesVersion}`);
-    const observed = await waitFor("status.nodes on the new version", async () => {
-      const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-      return current.status?.nodes?.every((n) => n.kubeletVersion === `v${upgradeVersion}`) && current.status.nodes.length === CLUSTER_NODES.length ? current.status.nodes : undefined;
-    }, 10 * 60_000, 2_000).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
-    console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
-    expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(CLUSTER_NODES.map((n) => `${n.name} v${upgradeVersion}`));
-    phase(`${CLUSTER_NODES.length === 1 ? "the node" : "every node"} on the new version; status.nodes shows it`);
-  }, 8 * HOUR);
+  it(
+    "the runner's upgrade-cluster.yml brings every node to the new version; status says so",
+    async () => {
+      await runJob(job, "upgrade");
+      const p = await waitFor(
+        "the Provisioning Ready on the new version",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          return current.status?.phase === "UpdateFailed" || (current.status?.phase === "Ready" && current.status.cluster?.kubernetesVersion === upgradeVersion)
+            ? current
+            : undefined;
+        },
+        60_000,
+        500,
+      );
+      expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
+      expect(p.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual([
+        "install:Succeeded",
+        ...(SCALE ? ["scale:Succeeded"] : []),
+        "upgrade:Succeeded",
+      ]);
+      expect(p.status!.operations!.at(-1)).toMatchObject({ fromVersion: kubernetesVersion, kubernetesVersion: upgradeVersion });
+      phase("upgrade-cluster.yml done; Provisioning Ready on the new version");
+      const escaped = upgradeVersion.replace(/\./g, "\\.");
+      const nodes = await waitFor(
+        "every node Ready on the new version",
+        async () => {
+          const r = await kubectl("get", "nodes", "-o", "wide");
+          return CLUSTER_NODES.every((n) => new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m").test(r.all ?? "")) ? r.all : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      ).catch(async () => (await kubectl("get", "nodes", "-o", "wide")).all);
+      console.log(`e2e:kubespray kubectl get nodes:\n${nodes}`);
+      for (const n of CLUSTER_NODES) expect(nodes).toMatch(new RegExp(`^${n.name}\\s+Ready\\s+\\S+\\s+\\S+\\s+v${escaped}\\s`, "m"));
+      // The control plane runs the new version's images, from the appliance's registry.
+      const images = await kubectl("-n", "kube-system", "get", "pods", "-o", 'jsonpath={range .items[*]}{.spec.containers[0].image}{"\\n"}{end}');
+      for (const component of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"])
+        expect(images.all).toContain(`/${component}:v${upgradeVersion}`);
+      expect(images.all).not.toContain(`:v${kubernetesVersion}`);
+      const observed = await waitFor(
+        "status.nodes on the new version",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          return current.status?.nodes?.every((n) => n.kubeletVersion === `v${upgradeVersion}`) && current.status.nodes.length === CLUSTER_NODES.length
+            ? current.status.nodes
+            : undefined;
+        },
+        10 * 60_000,
+        2_000,
+      ).catch(async () => (await getProvisioning(c, NAMESPACE, PROVISIONING)).status?.nodes);
+      console.log(`e2e:kubespray status.nodes: ${JSON.stringify(observed)}`);
+      expect(observed?.map((n) => `${n.name} ${n.kubeletVersion}`)).toEqual(CLUSTER_NODES.map((n) => `${n.name} v${upgradeVersion}`));
+      phase(`${CLUSTER_NODES.length === 1 ? "the node" : "every node"} on the new version; status.nodes shows it`);
+    },
+    8 * HOUR,
+  );
 });

@@ -98,7 +98,8 @@ async function tail(log: string, chars = 3000): Promise<string> {
 }
 
 /** Polls `probe`; fails at once when one of the test's servers exited (with its log), or with what `probe` throws. */
-const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 3000) => untilServersUp(servers, what, probe, timeoutMs, everyMs);
+const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 3000) =>
+  untilServersUp(servers, what, probe, timeoutMs, everyMs);
 
 async function host(name: string): Promise<Host> {
   return (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name })) as Host;
@@ -111,7 +112,10 @@ async function shippedConfig(): Promise<BpaConfig> {
 
 /** The settings the appliance gives the baremetal-operator (its ConfigMap), with this run's Ironic. */
 async function operatorSettings(): Promise<Record<string, string>> {
-  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/baremetal-operator.yaml"), "utf8")) as { kind: string; data?: Record<string, string> }[];
+  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/baremetal-operator.yaml"), "utf8")) as {
+    kind: string;
+    data?: Record<string, string>;
+  }[];
   return docs.find((d) => d.kind === "ConfigMap")!.data!;
 }
 
@@ -153,23 +157,40 @@ function stateWatcher(node: Node) {
   return {
     note,
     until: (wanted: string[], timeoutMs: number, stopOnError = true, alsoEachTime?: () => Promise<void>) =>
-      until(`${node.name} in ${wanted.join(" or ")}`, async () => {
-        await alsoEachTime?.();
-        const h = await note();
-        if (stopOnError && h.status?.errorType) throw new Error(`${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${await tail(join(work, `${node.name}.console.log`))}`);
-        return wanted.includes(h.status?.provisioning?.state ?? "") ? h : undefined;
-      }, timeoutMs, 5000),
+      until(
+        `${node.name} in ${wanted.join(" or ")}`,
+        async () => {
+          await alsoEachTime?.();
+          const h = await note();
+          if (stopOnError && h.status?.errorType)
+            throw new Error(`${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${await tail(join(work, `${node.name}.console.log`))}`);
+          return wanted.includes(h.status?.provisioning?.state ?? "") ? h : undefined;
+        },
+        timeoutMs,
+        5000,
+      ),
   };
 }
 
 /** Metal3's HardwareData for `node` holds what the deploy ramdisk found: the VM's CPUs, memory, NIC and disk. */
 async function expectHardware(node: Node): Promise<void> {
-  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as { spec: { hardware: { cpu: { count: number }; ramMebibytes: number; nics: { mac: string; model?: string; ip?: string }[]; storage: { name: string; sizeBytes: number; serialNumber?: string }[] } } };
+  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as {
+    spec: {
+      hardware: {
+        cpu: { count: number };
+        ramMebibytes: number;
+        nics: { mac: string; model?: string; ip?: string }[];
+        storage: { name: string; sizeBytes: number; serialNumber?: string }[];
+      };
+    };
+  };
   expect(hw.spec.hardware.cpu.count).toBe(node.cpus);
   expect(hw.spec.hardware.ramMebibytes).toBe(node.memoryMiB);
   expect(hw.spec.hardware.nics.map((n) => n.mac)).toContain(node.mac);
   expect(hw.spec.hardware.storage.find((d) => d.serialNumber === `${node.name}-disk`)?.sizeBytes).toBe(node.diskGiB * 1024 ** 3);
-  phase(`${node.name} inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`);
+  phase(
+    `${node.name} inspected: ${hw.spec.hardware.cpu.count} CPUs, ${hw.spec.hardware.ramMebibytes} MiB, NICs ${hw.spec.hardware.nics.map((n) => `${n.mac} ${n.model ?? ""}`).join(", ")}, disks ${hw.spec.hardware.storage.map((d) => `${d.name} ${d.sizeBytes}`).join(", ")}`,
+  );
 }
 
 /** Logs in to the provisioned `node` as root with the BPA's key (cloud-init took it from the config drive Ironic wrote), at the address inspection recorded, and runs `command`. */
@@ -178,15 +199,46 @@ async function sshWithBpaKey(node: Node, command: string): Promise<string> {
   const keyFile = join(work, "bpa-key");
   await writeFile(keyFile, Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString(), { mode: 0o600 });
   // The address inspection recorded (HardwareData: what the BPA's inventory uses) is the installed OS's too (dnsmasq's dhcp-ignore-clid).
-  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as { spec: { hardware: { nics: { mac: string; ip?: string }[] } } };
+  const hw = (await c.custom.getNamespacedCustomObject({ ...hwApi, namespace: NAMESPACE, name: node.name })) as {
+    spec: { hardware: { nics: { mac: string; ip?: string }[] } };
+  };
   const address = hw.spec.hardware.nics.find((n) => n.mac === node.mac)?.ip ?? "";
   expect(address).toMatch(/^172\.22\.0\.\d+$/);
-  const ssh = () => execa("ssh", ["-i", keyFile, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", `root@${address}`, `cloud-init status --wait >/dev/null; ${command}`], { reject: false, all: true });
-  const answer = await until(`SSH to ${node.name} at its inspected address ${address} with the BPA's key`, async () => {
-    const r = await ssh();
-    return r.exitCode === 0 ? String(r.all) : undefined;
-  }, HOUR, 10_000);
-  const leased = (await readFile(leases, "utf8")).split("\n").map((l) => l.split(" ")).filter((f) => f[1] === node.mac).map((f) => f[2]);
+  const ssh = () =>
+    execa(
+      "ssh",
+      [
+        "-i",
+        keyFile,
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "ConnectTimeout=10",
+        `root@${address}`,
+        `cloud-init status --wait >/dev/null; ${command}`,
+      ],
+      { reject: false, all: true },
+    );
+  const answer = await until(
+    `SSH to ${node.name} at its inspected address ${address} with the BPA's key`,
+    async () => {
+      const r = await ssh();
+      return r.exitCode === 0 ? String(r.all) : undefined;
+    },
+    HOUR,
+    10_000,
+  );
+  const leased = (await readFile(leases, "utf8"))
+    .split("\n")
+    .map((l) => l.split(" "))
+    .filter((f) => f[1] === node.mac)
+    .map((f) => f[2]);
   expect(leased).toEqual([address]);
   phase(`${node.name} answers SSH at ${address}: ${answer.replace(/\n/g, " | ")}`);
   return answer;
@@ -199,7 +251,9 @@ function pxeRequestsFrom(dnsmasqLog: string, mac: string): string[] {
     const xid = /dnsmasq-dhcp[^:]*: (\d+) /.exec(line)?.[1];
     if (xid) byXid.set(xid, [...(byXid.get(xid) ?? []), line]);
   }
-  return [...byXid.entries()].filter(([, lines]) => lines.some((l) => l.toLowerCase().includes(mac)) && lines.some((l) => /vendor class: PXEClient|user class: iPXE/.test(l))).map(([xid]) => xid);
+  return [...byXid.entries()]
+    .filter(([, lines]) => lines.some((l) => l.toLowerCase().includes(mac)) && lines.some((l) => /vendor class: PXEClient|user class: iPXE/.test(l)))
+    .map(([xid]) => xid);
 }
 
 beforeAll(async () => {
@@ -214,7 +268,9 @@ beforeAll(async () => {
 
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   const lock = await loadLock(DEFAULT_LOCK);
-  const [computeNode, ramdisk] = (await runStages({ definition: { ...definition, osImages: ["compute-node", "ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [computeNode, ramdisk] = (
+    await runStages({ definition: { ...definition, osImages: ["compute-node", "ipa-ramdisk"] }, lock, stagesDir: stagesDir(), sections: ["os-images"] })
+  ).osImages;
   const os = await readOsImage(computeNode!.image!);
   const ipa = await readRamdisk(ramdisk!.image!);
   const content = await runStages({ definition, lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
@@ -242,14 +298,27 @@ beforeAll(async () => {
   for (const text of Object.values((await readMetal3Manifests()).crds)) {
     for (const body of yaml.loadAll(text).filter(Boolean) as V1CustomResourceDefinition[]) await extensions.createCustomResourceDefinition({ body });
   }
-  await until("Metal3's CRDs established", async () => {
-    const list = await extensions.listCustomResourceDefinition();
-    const metal3 = list.items.filter((crd) => crd.spec.group === "metal3.io");
-    return metal3.length > 0 && metal3.every((crd) => crd.status?.conditions?.some((cond) => cond.type === "Established" && cond.status === "True")) ? metal3.length : undefined;
-  }, 120_000, 1000);
+  await until(
+    "Metal3's CRDs established",
+    async () => {
+      const list = await extensions.listCustomResourceDefinition();
+      const metal3 = list.items.filter((crd) => crd.spec.group === "metal3.io");
+      return metal3.length > 0 && metal3.every((crd) => crd.status?.conditions?.some((cond) => cond.type === "Established" && cond.status === "True"))
+        ? metal3.length
+        : undefined;
+    },
+    120_000,
+    1000,
+  );
   await c.core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
 
-  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, env: { OS_CONDUCTOR__INSPECT_WAIT_TIMEOUT: String(INSPECT_WAIT_S) }, provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE } });
+  const pod = await startIronicPod({
+    root: ironicRoot,
+    work,
+    network: { hostNetwork: true },
+    env: { OS_CONDUCTOR__INSPECT_WAIT_TIMEOUT: String(INSPECT_WAIT_S) },
+    provisioning: { PROVISIONING_INTERFACE: BRIDGE, PROVISIONING_ADDRESS: ADDRESS, DHCP_RANGE },
+  });
   servers.push(...pod.servers);
   leases = pod.leases!;
   await until("Ironic's API", async () => ((await fetch("http://127.0.0.1:6385/").catch(() => undefined))?.ok ? true : undefined), HOUR / 2);
@@ -259,15 +328,35 @@ beforeAll(async () => {
   await writeFile(kubeconfig, await readFile(kube.kubeconfigPath, "utf8"));
   const settings = await operatorSettings();
   const bmoLog = join(work, "baremetal-operator.log");
-  servers.push({ name: "baremetal-operator", log: bmoLog, child: startInImage(bmoRoot, ["/baremetal-operator", `--namespace=${NAMESPACE}`, "--webhook-port=0", "--metrics-addr=0", "--health-addr=127.0.0.1:9440"], bmoLog, {
-    binds: { [kubeconfig]: "/kubeconfig", [pod.auth]: "/opt/metal3/auth" },
-    env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: "http://127.0.0.1:6385/v1/", DEPLOY_KERNEL_URL: settings.DEPLOY_KERNEL_URL!, DEPLOY_RAMDISK_URL: settings.DEPLOY_RAMDISK_URL!, POD_NAMESPACE: NAMESPACE, POD_NAME: "bmo-e2e" },
-    hostNetwork: true,
-  }) });
+  servers.push({
+    name: "baremetal-operator",
+    log: bmoLog,
+    child: startInImage(
+      bmoRoot,
+      ["/baremetal-operator", `--namespace=${NAMESPACE}`, "--webhook-port=0", "--metrics-addr=0", "--health-addr=127.0.0.1:9440"],
+      bmoLog,
+      {
+        binds: { [kubeconfig]: "/kubeconfig", [pod.auth]: "/opt/metal3/auth" },
+        env: {
+          KUBECONFIG: "/kubeconfig",
+          IRONIC_ENDPOINT: "http://127.0.0.1:6385/v1/",
+          DEPLOY_KERNEL_URL: settings.DEPLOY_KERNEL_URL!,
+          DEPLOY_RAMDISK_URL: settings.DEPLOY_RAMDISK_URL!,
+          POD_NAMESPACE: NAMESPACE,
+          POD_NAME: "bmo-e2e",
+        },
+        hostNetwork: true,
+      },
+    ),
+  });
 
   libvirt = await startLibvirt(work);
   bmc = await startBmc({ work, libvirtUri: libvirt.uri, port: BMC_PORT, username: BMC_USER, password: BMC_PASSWORD });
-  for (const [node, bridge] of [[NODE, BRIDGE], [NO_PXE_NODE, DEAD_BRIDGE], [VMEDIA_NODE, BRIDGE]] as const) {
+  for (const [node, bridge] of [
+    [NODE, BRIDGE],
+    [NO_PXE_NODE, DEAD_BRIDGE],
+    [VMEDIA_NODE, BRIDGE],
+  ] as const) {
     const disk = join(work, `${node.name}.qcow2`);
     await execa("qemu-img", ["create", "-q", "-f", "qcow2", disk, `${node.diskGiB}G`]);
     const xml = join(work, `${node.name}.xml`);
@@ -278,8 +367,14 @@ beforeAll(async () => {
 
   const log = makeLogger({ level: "warn", fields: { op: "e2e-metal3" } });
   await ensureSshKey(c, await shippedConfig(), log, NAMESPACE);
-  await c.core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name: "bmc" }, stringData: { username: BMC_USER, password: BMC_PASSWORD } } });
-  await c.core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name: "bmc-wrong" }, stringData: { username: BMC_USER, password: "not-the-password" } } });
+  await c.core.createNamespacedSecret({
+    namespace: NAMESPACE,
+    body: { metadata: { name: "bmc" }, stringData: { username: BMC_USER, password: BMC_PASSWORD } },
+  });
+  await c.core.createNamespacedSecret({
+    namespace: NAMESPACE,
+    body: { metadata: { name: "bmc-wrong" }, stringData: { username: BMC_USER, password: "not-the-password" } },
+  });
 }, 2 * HOUR);
 
 afterAll(async () => {
@@ -298,12 +393,25 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     await c.custom.createNamespacedCustomObject({
       ...bmhApi,
       namespace: NAMESPACE,
-      body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "wrong-password" }, spec: { online: true, bootMACAddress: "52:54:00:22:10:99", bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`, credentialsName: "bmc-wrong" } } },
+      body: {
+        apiVersion: "metal3.io/v1alpha1",
+        kind: "BareMetalHost",
+        metadata: { name: "wrong-password" },
+        spec: {
+          online: true,
+          bootMACAddress: "52:54:00:22:10:99",
+          bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`, credentialsName: "bmc-wrong" },
+        },
+      },
     });
-    const failed = await until("registration error for the wrong password", async () => {
-      const h = await host("wrong-password");
-      return h.status?.errorType === "registration error" ? h : undefined;
-    }, HOUR / 2);
+    const failed = await until(
+      "registration error for the wrong password",
+      async () => {
+        const h = await host("wrong-password");
+        return h.status?.errorType === "registration error" ? h : undefined;
+      },
+      HOUR / 2,
+    );
     phase(`wrong BMC password: registration error: ${failed.status!.errorMessage}`);
     expect(failed.status!.operationalStatus).toBe("error");
     expect(failed.status!.errorMessage).toMatch(/401|[Uu]nauthori[sz]ed|[Aa]uthentication|[Aa]ccess denied|credentials/);
@@ -316,14 +424,29 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     await c.custom.createNamespacedCustomObject({
       ...bmhApi,
       namespace: NAMESPACE,
-      body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: NO_PXE_NODE.name }, spec: { online: true, bootMACAddress: NO_PXE_NODE.mac, bootMode: "legacy", bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NO_PXE_NODE.uuid}`, credentialsName: "bmc" } } },
+      body: {
+        apiVersion: "metal3.io/v1alpha1",
+        kind: "BareMetalHost",
+        metadata: { name: NO_PXE_NODE.name },
+        spec: {
+          online: true,
+          bootMACAddress: NO_PXE_NODE.mac,
+          bootMode: "legacy",
+          bmc: { address: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NO_PXE_NODE.uuid}`, credentialsName: "bmc" },
+        },
+      },
     });
     let poweredOn = false;
-    const failed = await until("inspection error for the host that never network-boots", async () => {
-      poweredOn ||= (await execa("virsh", ["-c", libvirt.uri, "domstate", NO_PXE_NODE.name])).stdout.trim() === "running";
-      const h = await host(NO_PXE_NODE.name);
-      return h.status?.errorType ? h : undefined;
-    }, HOUR / 2, 5000);
+    const failed = await until(
+      "inspection error for the host that never network-boots",
+      async () => {
+        poweredOn ||= (await execa("virsh", ["-c", libvirt.uri, "domstate", NO_PXE_NODE.name])).stdout.trim() === "running";
+        const h = await host(NO_PXE_NODE.name);
+        return h.status?.errorType ? h : undefined;
+      },
+      HOUR / 2,
+      5000,
+    );
     phase(`${NO_PXE_NODE.name}: ${failed.status!.errorType}: ${failed.status!.errorMessage}`);
     expect(failed.status!.errorType).toBe("inspection error");
     expect(failed.status!.errorMessage).toMatch(/timeout reached while inspecting/);
@@ -336,64 +459,85 @@ describe("Metal3 and Ironic put Linux on a compute node, offline", () => {
     await execa("virsh", ["-c", libvirt.uri, "destroy", NO_PXE_NODE.name], { reject: false });
   });
 
-  it("a host is inspected, refuses an image with a wrong checksum, then deploys the OS image; the node answers SSH with the BPA's key", { timeout: 3 * HOUR }, async () => {
-    await createHost(NODE, {
-      bmcAddress: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`,
-      bootMode: "legacy",
-      // First a checksum that does not match: the deployment must fail and say so.
-      image: { url: osImage.url, checksum: "0".repeat(64), checksumType: "sha256", format: "qcow2" },
-    });
-    const states = stateWatcher(NODE);
-    // Inspected: Metal3 wrote the HardwareData (the host passes "available" on its way to provisioning, perhaps between two looks).
-    await states.until(["available", "provisioning"], 2 * HOUR);
-    await expectHardware(NODE);
+  it(
+    "a host is inspected, refuses an image with a wrong checksum, then deploys the OS image; the node answers SSH with the BPA's key",
+    { timeout: 3 * HOUR },
+    async () => {
+      await createHost(NODE, {
+        bmcAddress: `redfish+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${NODE.uuid}`,
+        bootMode: "legacy",
+        // First a checksum that does not match: the deployment must fail and say so.
+        image: { url: osImage.url, checksum: "0".repeat(64), checksumType: "sha256", format: "qcow2" },
+      });
+      const states = stateWatcher(NODE);
+      // Inspected: Metal3 wrote the HardwareData (the host passes "available" on its way to provisioning, perhaps between two looks).
+      await states.until(["available", "provisioning"], 2 * HOUR);
+      await expectHardware(NODE);
 
-    const failed = await until("the wrong checksum's provisioning error", async () => {
-      await states.note();
-      const h = await host(NODE.name);
-      return h.status?.errorType === "provisioning error" ? h : undefined;
-    }, 2 * HOUR, 5000);
-    phase(`wrong checksum: provisioning error: ${failed.status!.errorMessage}`);
-    expect(failed.status!.errorMessage).toMatch(/checksum|[Cc]hecksum/);
+      const failed = await until(
+        "the wrong checksum's provisioning error",
+        async () => {
+          await states.note();
+          const h = await host(NODE.name);
+          return h.status?.errorType === "provisioning error" ? h : undefined;
+        },
+        2 * HOUR,
+        5000,
+      );
+      phase(`wrong checksum: provisioning error: ${failed.status!.errorMessage}`);
+      expect(failed.status!.errorMessage).toMatch(/checksum|[Cc]hecksum/);
 
-    await c.custom.patchNamespacedCustomObject({ ...bmhApi, namespace: NAMESPACE, name: NODE.name, body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } } }, mergePatch);
-    phase("checksum corrected");
-    const provisioned = await states.until(["provisioned"], 2 * HOUR, false);
-    expect(provisioned.status!.errorType ?? "").toBe("");
-    expect(provisioned.status!.poweredOn).toBe(true);
+      await c.custom.patchNamespacedCustomObject(
+        {
+          ...bmhApi,
+          namespace: NAMESPACE,
+          name: NODE.name,
+          body: { spec: { image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" } } },
+        },
+        mergePatch,
+      );
+      phase("checksum corrected");
+      const provisioned = await states.until(["provisioned"], 2 * HOUR, false);
+      expect(provisioned.status!.errorType ?? "").toBe("");
+      expect(provisioned.status!.poweredOn).toBe(true);
 
-    const answer = await sshWithBpaKey(NODE, "hostname; lsblk -ndo NAME,SIZE /dev/vda; findmnt -no SOURCE /");
-    expect(answer).toMatch(/vda/);
-    expect(answer).toMatch(/\/dev\/vda\d/);
-    await execa("virsh", ["-c", libvirt.uri, "destroy", NODE.name], { reject: false });
-  });
+      const answer = await sshWithBpaKey(NODE, "hostname; lsblk -ndo NAME,SIZE /dev/vda; findmnt -no SOURCE /");
+      expect(answer).toMatch(/vda/);
+      expect(answer).toMatch(/\/dev\/vda\d/);
+      await execa("virsh", ["-c", libvirt.uri, "destroy", NODE.name], { reject: false });
+    },
+  );
 
-  it("a UEFI host whose BMC offers virtual media boots Ironic's ISO from it (no network boot), is inspected and deployed; it boots its OS by UEFI", { timeout: 3 * HOUR }, async () => {
-    await createHost(VMEDIA_NODE, {
-      bmcAddress: `redfish-virtualmedia+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${VMEDIA_NODE.uuid}`,
-      bootMode: "UEFI",
-      image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" },
-    });
-    const states = stateWatcher(VMEDIA_NODE);
-    // While the agent runs, the VM has Ironic's ISO as a CD-ROM, put there by the BMC's InsertMedia.
-    const cdroms = new Set<string>();
-    const lookForCdrom = async () => {
-      const xml = (await execa("virsh", ["-c", libvirt.uri, "dumpxml", VMEDIA_NODE.name], { reject: false })).stdout;
-      for (const m of xml.matchAll(/<disk type='file' device='cdrom'>[\s\S]*?<source file='([^']+)'/g)) cdroms.add(m[1]!);
-    };
-    await states.until(["available", "provisioning"], 2 * HOUR, true, lookForCdrom);
-    await expectHardware(VMEDIA_NODE);
-    const provisioned = await states.until(["provisioned"], 2 * HOUR, true, lookForCdrom);
-    expect(provisioned.status!.poweredOn).toBe(true);
-    phase(`${VMEDIA_NODE.name}: virtual media seen attached: ${[...cdroms].join(", ") || "(none)"}`);
-    expect(cdroms.size).toBeGreaterThan(0);
-    // It never network-booted: no PXE or iPXE request from it reached the appliance's DHCP.
-    const dnsmasqLog = await readFile(servers.find((s) => s.name === "dnsmasq")!.log, "utf8");
-    expect(pxeRequestsFrom(dnsmasqLog, VMEDIA_NODE.mac)).toEqual([]);
-    expect(pxeRequestsFrom(dnsmasqLog, NODE.mac).length).toBeGreaterThan(0); // the check can see one: node-0 network-booted
+  it(
+    "a UEFI host whose BMC offers virtual media boots Ironic's ISO from it (no network boot), is inspected and deployed; it boots its OS by UEFI",
+    { timeout: 3 * HOUR },
+    async () => {
+      await createHost(VMEDIA_NODE, {
+        bmcAddress: `redfish-virtualmedia+http://127.0.0.1:${BMC_PORT}/redfish/v1/Systems/${VMEDIA_NODE.uuid}`,
+        bootMode: "UEFI",
+        image: { url: osImage.url, checksum: osImage.sha256, checksumType: "sha256", format: "qcow2" },
+      });
+      const states = stateWatcher(VMEDIA_NODE);
+      // While the agent runs, the VM has Ironic's ISO as a CD-ROM, put there by the BMC's InsertMedia.
+      const cdroms = new Set<string>();
+      const lookForCdrom = async () => {
+        const xml = (await execa("virsh", ["-c", libvirt.uri, "dumpxml", VMEDIA_NODE.name], { reject: false })).stdout;
+        for (const m of xml.matchAll(/<disk type='file' device='cdrom'>[\s\S]*?<source file='([^']+)'/g)) cdroms.add(m[1]!);
+      };
+      await states.until(["available", "provisioning"], 2 * HOUR, true, lookForCdrom);
+      await expectHardware(VMEDIA_NODE);
+      const provisioned = await states.until(["provisioned"], 2 * HOUR, true, lookForCdrom);
+      expect(provisioned.status!.poweredOn).toBe(true);
+      phase(`${VMEDIA_NODE.name}: virtual media seen attached: ${[...cdroms].join(", ") || "(none)"}`);
+      expect(cdroms.size).toBeGreaterThan(0);
+      // It never network-booted: no PXE or iPXE request from it reached the appliance's DHCP.
+      const dnsmasqLog = await readFile(servers.find((s) => s.name === "dnsmasq")!.log, "utf8");
+      expect(pxeRequestsFrom(dnsmasqLog, VMEDIA_NODE.mac)).toEqual([]);
+      expect(pxeRequestsFrom(dnsmasqLog, NODE.mac).length).toBeGreaterThan(0); // the check can see one: node-0 network-booted
 
-    const answer = await sshWithBpaKey(VMEDIA_NODE, "hostname; test -d /sys/firmware/efi && echo booted-uefi; findmnt -no SOURCE /");
-    expect(answer).toMatch(/booted-uefi/);
-    expect(answer).toMatch(/\/dev\/vda\d/);
-  });
+      const answer = await sshWithBpaKey(VMEDIA_NODE, "hostname; test -d /sys/firmware/efi && echo booted-uefi; findmnt -no SOURCE /");
+      expect(answer).toMatch(/booted-uefi/);
+      expect(answer).toMatch(/\/dev\/vda\d/);
+    },
+  );
 });

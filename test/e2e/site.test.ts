@@ -87,7 +87,26 @@ let sshPort: number;
 let c: Clients;
 
 function ssh(command: string, input?: string) {
-  return execa("ssh", ["-i", key, "-p", String(sshPort), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command], { input, all: true, reject: false });
+  return execa(
+    "ssh",
+    [
+      "-i",
+      key,
+      "-p",
+      String(sshPort),
+      "-o",
+      "StrictHostKeyChecking=no",
+      "-o",
+      "UserKnownHostsFile=/dev/null",
+      "-o",
+      "LogLevel=ERROR",
+      "-o",
+      "ConnectTimeout=20",
+      "root@127.0.0.1",
+      command,
+    ],
+    { input, all: true, reject: false },
+  );
 }
 
 /** `kubectl apply` on the appliance, against its own API server: the administrator's only input. */
@@ -108,7 +127,14 @@ beforeAll(async () => {
 
   // The default image as `npm run e2e` built it; the OS image's checksum for the BareMetalHost.
   const definition = await loadDefinition(DEFAULT_DEFINITION);
-  const [computeNode] = (await runStages({ definition: { ...definition, osImages: ["compute-node"] }, lock: await loadLock(DEFAULT_LOCK), stagesDir: stagesDir(), sections: ["os-images"] })).osImages;
+  const [computeNode] = (
+    await runStages({
+      definition: { ...definition, osImages: ["compute-node"] },
+      lock: await loadLock(DEFAULT_LOCK),
+      stagesDir: stagesDir(),
+      sections: ["os-images"],
+    })
+  ).osImages;
   const os = await readOsImage(computeNode!.image!);
   osImage = { path: os.path, sha256: os.sha256 };
 
@@ -143,7 +169,9 @@ beforeAll(async () => {
     await execa("virsh", ["-c", libvirt.uri, "define", xml]);
   }
   applianceDisk = join(work, "appliance.qcow2");
-  phase(`compute node(s) ${NODES.map((n) => n.name).join(", ")} (off) behind their Redfish BMC at ${BMC_HOST}:${BMC_PORT}; site disk written${POWER_CUT ? "; a power cut will follow" : ""}`);
+  phase(
+    `compute node(s) ${NODES.map((n) => n.name).join(", ")} (off) behind their Redfish BMC at ${BMC_HOST}:${BMC_PORT}; site disk written${POWER_CUT ? "; a power cut will follow" : ""}`,
+  );
 }, 2 * HOUR);
 
 afterAll(async () => {
@@ -183,7 +211,14 @@ async function bootAppliance(): Promise<void> {
   c = makeClients(kc);
 }
 
-const getProvisioning = async () => (await c.custom.getNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING })) as Provisioning;
+const getProvisioning = async () =>
+  (await c.custom.getNamespacedCustomObject({
+    group: "bpa.akraino.org",
+    version: "v1alpha1",
+    namespace: NAMESPACE,
+    plural: "provisionings",
+    name: PROVISIONING,
+  })) as Provisioning;
 const describeStatus = (p: Provisioning) => `${p.status?.phase ?? ""} ${p.status?.conditions?.map((x) => `${x.type}=${x.status}/${x.reason}`).join(",") ?? ""}`;
 
 /** Waits for the Provisioning to end Ready or Failed, printing each change of its status. */
@@ -212,124 +247,171 @@ describe("a whole site: power-on to application cluster, with no user action but
     expect(dnsmasq.items.map((p) => p.status?.phase)).toEqual(["Running"]);
   });
 
-  it("kubectl apply of BareMetalHosts and a Provisioning: the nodes are inspected and provisioned by the appliance's Metal3", { timeout: 3 * HOUR }, async () => {
-    await kubectlApply(
-      [
-        `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${NAMESPACE}`,
-        // One BMC, one account for every node (sushy-tools serves them all).
-        `apiVersion: v1\nkind: Secret\nmetadata:\n  name: bmc\n  namespace: ${NAMESPACE}\nstringData:\n  username: ${BMC_USER}\n  password: ${BMC_PASSWORD}`,
-        // The seed's sample, scaled to the nodes at hand: one node is control plane and
-        // worker; with two, the second is a worker.
-        `apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: ${PROVISIONING}\n  namespace: ${NAMESPACE}\nspec:\n  master:\n    - cpu: 2\n      memory: 2Gi` +
-          (NODE_COUNT > 1 ? "\n  worker:\n    - cpu: 2\n      memory: 2Gi" : ""),
-      ].join("\n---\n"),
-    );
-    await kubectlApply(
-      NODES.map((node) => [
-        "apiVersion: metal3.io/v1alpha1",
-        "kind: BareMetalHost",
-        "metadata:",
-        `  name: ${node.name}`,
-        `  namespace: ${NAMESPACE}`,
-        "spec:",
-        "  online: true",
-        `  bootMACAddress: ${node.mac}`,
-        "  bootMode: legacy",
-        "  automatedCleaningMode: disabled",
-        "  rootDeviceHints: { deviceName: /dev/vda }",
-        `  bmc: { address: "redfish+http://${BMC_HOST}:${BMC_PORT}/redfish/v1/Systems/${node.uuid}", credentialsName: bmc }`,
-        "  userData: { name: bpa-ssh-key-user-data }",
-        `  image: { url: "http://${APPLIANCE}:8080/${osImage.path}", checksum: ${osImage.sha256}, checksumType: sha256, format: qcow2 }`,
-        "",
-      ].join("\n")).join("---\n"),
-    );
-    phase(`applied: namespace, BMC Secret, Provisioning, ${NODES.length} BareMetalHost(s)`);
-    const last = new Map<string, string>();
-    const states = await waitFor(
-      `${NODES.map((n) => n.name).join(" and ")} provisioned`,
-      async () => {
-        const now: string[] = [];
-        for (const node of NODES) {
-          const h = (await c.custom.getNamespacedCustomObject({ group: "metal3.io", version: "v1alpha1", namespace: NAMESPACE, plural: "baremetalhosts", name: node.name })) as { status?: { provisioning?: { state?: string }; errorType?: string; errorMessage?: string } };
-          const state = h.status?.provisioning?.state ?? "";
-          if (state !== (last.get(node.name) ?? "-")) phase(`${node.name}: ${state || "(new)"}`);
-          last.set(node.name, state);
-          if (h.status?.errorType) throw new Error(`${node.name}: ${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${(await readFile(join(work, `${node.name}.console.log`), "utf8").catch(() => "")).slice(-3000)}`);
-          now.push(state);
-        }
-        return now.every((state) => state === "provisioned") ? now : undefined;
-      },
-      2 * HOUR,
-      10_000,
-    );
-    expect(states).toEqual(NODES.map(() => "provisioned"));
-  });
+  it(
+    "kubectl apply of BareMetalHosts and a Provisioning: the nodes are inspected and provisioned by the appliance's Metal3",
+    { timeout: 3 * HOUR },
+    async () => {
+      await kubectlApply(
+        [
+          `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${NAMESPACE}`,
+          // One BMC, one account for every node (sushy-tools serves them all).
+          `apiVersion: v1\nkind: Secret\nmetadata:\n  name: bmc\n  namespace: ${NAMESPACE}\nstringData:\n  username: ${BMC_USER}\n  password: ${BMC_PASSWORD}`,
+          // The seed's sample, scaled to the nodes at hand: one node is control plane and
+          // worker; with two, the second is a worker.
+          `apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: ${PROVISIONING}\n  namespace: ${NAMESPACE}\nspec:\n  master:\n    - cpu: 2\n      memory: 2Gi` +
+            (NODE_COUNT > 1 ? "\n  worker:\n    - cpu: 2\n      memory: 2Gi" : ""),
+        ].join("\n---\n"),
+      );
+      await kubectlApply(
+        NODES.map((node) =>
+          [
+            "apiVersion: metal3.io/v1alpha1",
+            "kind: BareMetalHost",
+            "metadata:",
+            `  name: ${node.name}`,
+            `  namespace: ${NAMESPACE}`,
+            "spec:",
+            "  online: true",
+            `  bootMACAddress: ${node.mac}`,
+            "  bootMode: legacy",
+            "  automatedCleaningMode: disabled",
+            "  rootDeviceHints: { deviceName: /dev/vda }",
+            `  bmc: { address: "redfish+http://${BMC_HOST}:${BMC_PORT}/redfish/v1/Systems/${node.uuid}", credentialsName: bmc }`,
+            "  userData: { name: bpa-ssh-key-user-data }",
+            `  image: { url: "http://${APPLIANCE}:8080/${osImage.path}", checksum: ${osImage.sha256}, checksumType: sha256, format: qcow2 }`,
+            "",
+          ].join("\n"),
+        ).join("---\n"),
+      );
+      phase(`applied: namespace, BMC Secret, Provisioning, ${NODES.length} BareMetalHost(s)`);
+      const last = new Map<string, string>();
+      const states = await waitFor(
+        `${NODES.map((n) => n.name).join(" and ")} provisioned`,
+        async () => {
+          const now: string[] = [];
+          for (const node of NODES) {
+            const h = (await c.custom.getNamespacedCustomObject({
+              group: "metal3.io",
+              version: "v1alpha1",
+              namespace: NAMESPACE,
+              plural: "baremetalhosts",
+              name: node.name,
+            })) as { status?: { provisioning?: { state?: string }; errorType?: string; errorMessage?: string } };
+            const state = h.status?.provisioning?.state ?? "";
+            if (state !== (last.get(node.name) ?? "-")) phase(`${node.name}: ${state || "(new)"}`);
+            last.set(node.name, state);
+            if (h.status?.errorType)
+              throw new Error(
+                `${node.name}: ${h.status.errorType}: ${h.status.errorMessage}\nconsole:\n${(await readFile(join(work, `${node.name}.console.log`), "utf8").catch(() => "")).slice(-3000)}`,
+              );
+            now.push(state);
+          }
+          return now.every((state) => state === "provisioned") ? now : undefined;
+        },
+        2 * HOUR,
+        10_000,
+      );
+      expect(states).toEqual(NODES.map(() => "provisioned"));
+    },
+  );
 
-  it.runIf(POWER_CUT)("a power cut of the appliance while kubespray runs: booted again, the Provisioning ends Ready or Failed with a retry path, never stuck", { timeout: 4 * HOUR }, async () => {
-    const runner = await waitFor(
-      "the install Job's runner running",
-      async () => (await c.core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: "bpa.akraino.org/component=install" })).items.find((pod) => pod.status?.phase === "Running"),
-      2 * HOUR,
-      10_000,
-    );
-    phase(`install runner ${runner.metadata!.name} running; the power goes in ${POWER_CUT_AFTER_S} s`);
-    await new Promise((resolve) => setTimeout(resolve, POWER_CUT_AFTER_S * 1000));
-    const log = await ssh(`kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} logs ${runner.metadata!.name} --tail=3`);
-    // QEMU ends on SIGTERM without the guest's shutdown: the machine simply stops, as when the plug is pulled.
-    await appliance!.stop!();
-    phase(`power cut; the runner's last lines:\n${log.stdout}`);
-    await bootAppliance();
-    phase(`appliance ready again after ${appliance!.seconds.toFixed(0)} s`);
-    const p = await provisioningSettled("the Provisioning Ready or Failed after the power cut");
-    if (p.status?.phase === "Failed") {
-      // Failed must say why and how to go on: the retry annotation.
-      const failed = p.status.conditions?.find((x) => x.status === "False" && /retry/i.test(x.message ?? ""));
-      expect(failed?.message, JSON.stringify(p.status.conditions)).toContain(ANNOTATION_RETRY);
-      phase(`Failed, as it should say: ${failed!.message}`);
-      const retried = await ssh(`kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} annotate provisioning ${PROVISIONING} ${ANNOTATION_RETRY}=after-power-cut --overwrite`);
-      expect(retried.exitCode, retried.all).toBe(0);
-      await waitFor("the BPA to take up the retry", async () => ((await getProvisioning()).status?.phase !== "Failed" ? true : undefined), 10 * 60_000, 5_000);
-      phase("retry annotation set: the BPA runs the install again");
-    }
-  });
+  it.runIf(POWER_CUT)(
+    "a power cut of the appliance while kubespray runs: booted again, the Provisioning ends Ready or Failed with a retry path, never stuck",
+    { timeout: 4 * HOUR },
+    async () => {
+      const runner = await waitFor(
+        "the install Job's runner running",
+        async () =>
+          (await c.core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: "bpa.akraino.org/component=install" })).items.find(
+            (pod) => pod.status?.phase === "Running",
+          ),
+        2 * HOUR,
+        10_000,
+      );
+      phase(`install runner ${runner.metadata!.name} running; the power goes in ${POWER_CUT_AFTER_S} s`);
+      await new Promise((resolve) => setTimeout(resolve, POWER_CUT_AFTER_S * 1000));
+      const log = await ssh(`kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} logs ${runner.metadata!.name} --tail=3`);
+      // QEMU ends on SIGTERM without the guest's shutdown: the machine simply stops, as when the plug is pulled.
+      await appliance!.stop!();
+      phase(`power cut; the runner's last lines:\n${log.stdout}`);
+      await bootAppliance();
+      phase(`appliance ready again after ${appliance!.seconds.toFixed(0)} s`);
+      const p = await provisioningSettled("the Provisioning Ready or Failed after the power cut");
+      if (p.status?.phase === "Failed") {
+        // Failed must say why and how to go on: the retry annotation.
+        const failed = p.status.conditions?.find((x) => x.status === "False" && /retry/i.test(x.message ?? ""));
+        expect(failed?.message, JSON.stringify(p.status.conditions)).toContain(ANNOTATION_RETRY);
+        phase(`Failed, as it should say: ${failed!.message}`);
+        const retried = await ssh(
+          `kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} annotate provisioning ${PROVISIONING} ${ANNOTATION_RETRY}=after-power-cut --overwrite`,
+        );
+        expect(retried.exitCode, retried.all).toBe(0);
+        await waitFor(
+          "the BPA to take up the retry",
+          async () => ((await getProvisioning()).status?.phase !== "Failed" ? true : undefined),
+          10 * 60_000,
+          5_000,
+        );
+        phase("retry annotation set: the BPA runs the install again");
+      }
+    },
+  );
 
   it("the BPA installs the application cluster with the real kubespray: the Provisioning is Ready", { timeout: 4 * HOUR }, async () => {
     const p = await provisioningSettled("the Provisioning Ready or Failed");
     expect(p.status?.phase, JSON.stringify(p.status?.conditions)).toBe("Ready");
   });
 
-  it("through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs", { timeout: HOUR }, async () => {
-    // As an administrator would, on the appliance: the kubeconfig the BPA keeps, then kubectl.
-    const p = await getProvisioning();
-    const secret = p.status?.kubeconfigSecret;
-    expect(secret).toBeTruthy();
-    const saved = await ssh(`umask 077; kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} get secret ${secret} -o jsonpath='{.data.kubeconfig}' | base64 -d > /root/site-a.kubeconfig && grep -o 'server: .*' /root/site-a.kubeconfig`);
-    expect(saved.exitCode, saved.all).toBe(0);
-    expect(saved.stdout).toMatch(/server: https:\/\/172\.22\.0\.\d+:6443/);
-    const kubectl = (args: string) => ssh(`kubectl --kubeconfig /root/site-a.kubeconfig --request-timeout=60s ${args}`);
-    const nodes = await waitFor(`${NODE_COUNT} node(s) Ready`, async () => {
-      const r = await kubectl("get nodes -o wide --no-headers");
-      const lines = r.stdout.split("\n").filter(Boolean);
-      return lines.length === NODE_COUNT && lines.every((line) => /^\S+\s+Ready\s/.test(line)) ? r.stdout : undefined;
-    }, 15 * 60_000, 5_000);
-    console.log(`e2e kubectl get nodes:\n${nodes}`);
-    expect(nodes).toMatch(/^\S+\s+Ready\s+control-plane/m);
-    phase(`application cluster: kubectl get nodes: ${NODE_COUNT} Ready`);
-    // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the
-    // appliance's registry, the only place the node can reach.
-    const pause = "registry.k8s.io/pause:3.10.1";
-    const run = await kubectl(`run probe --image=${pause} --restart=Never`);
-    expect(run.exitCode, run.all).toBe(0);
-    const running = await waitFor("the probe pod Running", async () => {
-      const r = await kubectl("get pod probe -o jsonpath='{.status.phase} {.status.containerStatuses[0].imageID}'");
-      return r.stdout.startsWith("Running") ? r.stdout : undefined;
-    }, 15 * 60_000, 5_000);
-    expect(running).toMatch(/^Running registry\.k8s\.io\/pause@sha256:[0-9a-f]{64}$/);
-    // Its digest is the one the appliance's registry serves.
-    const served = await ssh(`curl -sfI --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H 'Accept: application/vnd.oci.image.index.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.list.v2+json' -H 'Accept: application/vnd.oci.image.manifest.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' https://bootstrap.icn:5000/v2/pause/manifests/3.10.1 | tr -d '\\r' | sed -n 's/^docker-content-digest: //Ip'`);
-    expect(served.stdout.trim()).toMatch(/^sha256:[0-9a-f]{64}$/);
-    expect(running).toContain(served.stdout.trim());
-    console.log(`e2e kubectl get pods -A:\n${(await kubectl("get pods -A -o wide")).stdout}`);
-    phase("probe pod Running from the appliance's registry");
-  });
+  it(
+    "through the kubeconfig in the Provisioning's Secret: the node is Ready and a pod pulled through the appliance's registry runs",
+    { timeout: HOUR },
+    async () => {
+      // As an administrator would, on the appliance: the kubeconfig the BPA keeps, then kubectl.
+      const p = await getProvisioning();
+      const secret = p.status?.kubeconfigSecret;
+      expect(secret).toBeTruthy();
+      const saved = await ssh(
+        `umask 077; kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} get secret ${secret} -o jsonpath='{.data.kubeconfig}' | base64 -d > /root/site-a.kubeconfig && grep -o 'server: .*' /root/site-a.kubeconfig`,
+      );
+      expect(saved.exitCode, saved.all).toBe(0);
+      expect(saved.stdout).toMatch(/server: https:\/\/172\.22\.0\.\d+:6443/);
+      const kubectl = (args: string) => ssh(`kubectl --kubeconfig /root/site-a.kubeconfig --request-timeout=60s ${args}`);
+      const nodes = await waitFor(
+        `${NODE_COUNT} node(s) Ready`,
+        async () => {
+          const r = await kubectl("get nodes -o wide --no-headers");
+          const lines = r.stdout.split("\n").filter(Boolean);
+          return lines.length === NODE_COUNT && lines.every((line) => /^\S+\s+Ready\s/.test(line)) ? r.stdout : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      console.log(`e2e kubectl get nodes:\n${nodes}`);
+      expect(nodes).toMatch(/^\S+\s+Ready\s+control-plane/m);
+      phase(`application cluster: kubectl get nodes: ${NODE_COUNT} Ready`);
+      // The pause image as upstream names it: containerd's mirror sends registry.k8s.io to the
+      // appliance's registry, the only place the node can reach.
+      const pause = "registry.k8s.io/pause:3.10.1";
+      const run = await kubectl(`run probe --image=${pause} --restart=Never`);
+      expect(run.exitCode, run.all).toBe(0);
+      const running = await waitFor(
+        "the probe pod Running",
+        async () => {
+          const r = await kubectl("get pod probe -o jsonpath='{.status.phase} {.status.containerStatuses[0].imageID}'");
+          return r.stdout.startsWith("Running") ? r.stdout : undefined;
+        },
+        15 * 60_000,
+        5_000,
+      );
+      expect(running).toMatch(/^Running registry\.k8s\.io\/pause@sha256:[0-9a-f]{64}$/);
+      // Its digest is the one the appliance's registry serves.
+      const served = await ssh(
+        `curl -sfI --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H 'Accept: application/vnd.oci.image.index.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.list.v2+json' -H 'Accept: application/vnd.oci.image.manifest.v1+json' -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' https://bootstrap.icn:5000/v2/pause/manifests/3.10.1 | tr -d '\\r' | sed -n 's/^docker-content-digest: //Ip'`,
+      );
+      expect(served.stdout.trim()).toMatch(/^sha256:[0-9a-f]{64}$/);
+      expect(running).toContain(served.stdout.trim());
+      console.log(`e2e kubectl get pods -A:\n${(await kubectl("get pods -A -o wide")).stdout}`);
+      phase("probe pod Running from the appliance's registry");
+    },
+  );
 });

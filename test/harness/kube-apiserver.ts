@@ -75,47 +75,63 @@ export async function startKubeTestServer(opts: KubeTestServerOptions = {}): Pro
 
     const started = Date.now();
     const etcdUrl = `http://127.0.0.1:${etcdClient}`;
-    const etcd = spawnLogged(join(dir, "etcd"), [
-      "--name=test",
-      `--data-dir=${join(dir, "etcd-data")}`,
-      `--listen-client-urls=${etcdUrl}`,
-      `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-cluster=test=http://127.0.0.1:${etcdPeer}`,
-      "--unsafe-no-fsync=true",
-      "--log-level=warn",
-    ], join(dir, "etcd.log"));
+    const etcd = spawnLogged(
+      join(dir, "etcd"),
+      [
+        "--name=test",
+        `--data-dir=${join(dir, "etcd-data")}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-cluster=test=http://127.0.0.1:${etcdPeer}`,
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+      ],
+      join(dir, "etcd.log"),
+    );
     children.push(etcd);
     await recordPids(dir, children);
-    await waitFor("etcd", etcd, join(dir, "etcd.log"), opts.readyTimeoutMs ?? 60_000, async () => (await httpGet(`${etcdUrl}/health`)).includes('"health":"true"'));
+    await waitFor("etcd", etcd, join(dir, "etcd.log"), opts.readyTimeoutMs ?? 60_000, async () =>
+      (await httpGet(`${etcdUrl}/health`)).includes('"health":"true"'),
+    );
 
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = spawnLogged(join(dir, "kube-apiserver"), [
-      `--etcd-servers=${etcdUrl}`,
-      "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
-      // Loopback may not be a public endpoint address; no kubernetes Service endpoints are needed here.
-      "--endpoint-reconciler-type=none",
-      `--secure-port=${apiPort}`,
-      `--cert-dir=${join(dir, "cert-dir")}`,
-      `--tls-cert-file=${pki.serverCert}`,
-      `--tls-private-key-file=${pki.serverKey}`,
-      `--client-ca-file=${pki.caCert}`,
-      "--authorization-mode=RBAC",
-      `--service-account-issuer=${server}`,
-      `--service-account-key-file=${pki.saPublic}`,
-      `--service-account-signing-key-file=${pki.saPrivate}`,
-      "--service-cluster-ip-range=10.0.0.0/24",
-      "--allow-privileged=true",
-      "--profiling=false",
-      "--v=1",
-    ], join(dir, "kube-apiserver.log"));
+    const apiserver = spawnLogged(
+      join(dir, "kube-apiserver"),
+      [
+        `--etcd-servers=${etcdUrl}`,
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        // Loopback may not be a public endpoint address; no kubernetes Service endpoints are needed here.
+        "--endpoint-reconciler-type=none",
+        `--secure-port=${apiPort}`,
+        `--cert-dir=${join(dir, "cert-dir")}`,
+        `--tls-cert-file=${pki.serverCert}`,
+        `--tls-private-key-file=${pki.serverKey}`,
+        `--client-ca-file=${pki.caCert}`,
+        "--authorization-mode=RBAC",
+        `--service-account-issuer=${server}`,
+        `--service-account-key-file=${pki.saPublic}`,
+        `--service-account-signing-key-file=${pki.saPrivate}`,
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=1",
+      ],
+      join(dir, "kube-apiserver.log"),
+    );
     children.push(apiserver);
     await recordPids(dir, children);
 
     const tls = { ca: await readFile(pki.caCert), cert: await readFile(pki.adminCert), key: await readFile(pki.adminKey) };
-    await waitFor("kube-apiserver", apiserver, join(dir, "kube-apiserver.log"), opts.readyTimeoutMs ?? 120_000, async () => (await httpGet(`${server}/readyz`, tls)) === "ok");
+    await waitFor(
+      "kube-apiserver",
+      apiserver,
+      join(dir, "kube-apiserver.log"),
+      opts.readyTimeoutMs ?? 120_000,
+      async () => (await httpGet(`${server}/readyz`, tls)) === "ok",
+    );
     const startupMs = Date.now() - started;
     log(`etcd + kube-apiserver ready at ${server} in ${(startupMs / 1000).toFixed(1)}s (${dir})`);
 
@@ -169,20 +185,63 @@ async function makePki(dir: string): Promise<Pki> {
     try {
       execFileSync("openssl", args, { stdio: ["ignore", "ignore", "pipe"] });
     } catch (error) {
-      throw new Error(`openssl ${args.join(" ")} failed (is openssl installed? scripts/setup-host.sh installs it): ${(error as { stderr?: Buffer }).stderr?.toString() ?? error}`);
+      throw new Error(
+        `openssl ${args.join(" ")} failed (is openssl installed? scripts/setup-host.sh installs it): ${(error as { stderr?: Buffer }).stderr?.toString() ?? error}`,
+      );
     }
   };
   // Key usages as kubeadm's CA and certificates have them: clients that verify strictly
   // (Python 3.13's default context, the kubespray runner's) refuse a CA without them.
-  openssl(["req", "-x509", ...ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-subj", "/CN=icn-bootstrap-test-ca", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign"]);
+  openssl([
+    "req",
+    "-x509",
+    ...ec,
+    "-keyout",
+    p("ca.key"),
+    "-out",
+    p("ca.crt"),
+    "-subj",
+    "/CN=icn-bootstrap-test-ca",
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign",
+  ]);
   const leaf = (name: string, subject: string, ext: string[]) =>
-    openssl(["req", "-x509", ...ec, "-keyout", p(`${name}.key`), "-out", p(`${name}.crt`), "-subj", subject, "-CA", p("ca.crt"), "-CAkey", p("ca.key"), "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature,keyEncipherment", ...ext.flatMap((e) => ["-addext", e])]);
+    openssl([
+      "req",
+      "-x509",
+      ...ec,
+      "-keyout",
+      p(`${name}.key`),
+      "-out",
+      p(`${name}.crt`),
+      "-subj",
+      subject,
+      "-CA",
+      p("ca.crt"),
+      "-CAkey",
+      p("ca.key"),
+      "-addext",
+      "basicConstraints=critical,CA:FALSE",
+      "-addext",
+      "keyUsage=critical,digitalSignature,keyEncipherment",
+      ...ext.flatMap((e) => ["-addext", e]),
+    ]);
   leaf("apiserver", "/CN=kube-apiserver", ["extendedKeyUsage=serverAuth", "subjectAltName=IP:127.0.0.1,DNS:localhost"]);
   leaf("admin", "/O=system:masters/CN=icn-bootstrap-test-admin", ["extendedKeyUsage=clientAuth"]);
   const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
   await writeFile(p("sa.key"), sa.privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
   await writeFile(p("sa.pub"), sa.publicKey.export({ type: "spki", format: "pem" }));
-  return { caCert: p("ca.crt"), serverCert: p("apiserver.crt"), serverKey: p("apiserver.key"), adminCert: p("admin.crt"), adminKey: p("admin.key"), saPublic: p("sa.pub"), saPrivate: p("sa.key") };
+  return {
+    caCert: p("ca.crt"),
+    serverCert: p("apiserver.crt"),
+    serverKey: p("apiserver.key"),
+    adminCert: p("admin.crt"),
+    adminKey: p("admin.key"),
+    saPublic: p("sa.pub"),
+    saPrivate: p("sa.key"),
+  };
 }
 
 function spawnLogged(file: string, args: string[], logPath: string): ChildProcess {
@@ -210,7 +269,13 @@ function startWatchdog(dir: string): ChildProcess {
 }
 
 async function recordPids(dir: string, children: ChildProcess[]): Promise<void> {
-  await writeFile(join(dir, "pids"), children.map((c) => c.pid).filter(Boolean).join(" ") + "\n");
+  await writeFile(
+    join(dir, "pids"),
+    children
+      .map((c) => c.pid)
+      .filter(Boolean)
+      .join(" ") + "\n",
+  );
 }
 
 async function terminate(child: ChildProcess): Promise<void> {
@@ -258,11 +323,15 @@ function httpGet(url: string, tls?: { ca: Buffer; cert: Buffer; key: Buffer }): 
 /** Free TCP ports on 127.0.0.1 (asked from the kernel, then released for the server to take). */
 async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const s = createServer();
-      s.once("error", reject);
-      s.listen(0, "127.0.0.1", () => resolve(s));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const s = createServer();
+          s.once("error", reject);
+          s.listen(0, "127.0.0.1", () => resolve(s));
+        }),
+    ),
   );
   const ports = servers.map((s) => (s.address() as { port: number }).port);
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));

@@ -26,8 +26,15 @@ export async function ensureSushyTools(): Promise<string> {
   if (existsSync(join(venv, ".complete"))) return venv;
   await rm(venv, { recursive: true, force: true });
   await execa(PYTHON, ["-m", "venv", "--system-site-packages", venv]);
-  const installed = await execa(join(venv, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r", REQUIREMENTS], { reject: false, all: true });
-  if (installed.exitCode !== 0) throw new Error(`cannot install sushy-tools from PyPI (${String(installed.all).trim().split("\n").pop()}); 'npm run e2e:metal3' installs it before the test leaves the network (scripts/prepare-e2e-metal3.ts)`);
+  const installed = await execa(
+    join(venv, "bin/pip"),
+    ["install", "--quiet", "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r", REQUIREMENTS],
+    { reject: false, all: true },
+  );
+  if (installed.exitCode !== 0)
+    throw new Error(
+      `cannot install sushy-tools from PyPI (${String(installed.all).trim().split("\n").pop()}); 'npm run e2e:metal3' installs it before the test leaves the network (scripts/prepare-e2e-metal3.ts)`,
+    );
   const check = await execa(join(venv, "bin/python"), ["-c", "import libvirt, sushy_tools"], { reject: false, all: true });
   if (check.exitCode !== 0) throw new Error(`sushy-tools cannot use libvirt: ${check.all} (install python3-libvirt: scripts/setup-host.sh)`);
   await writeFile(join(venv, ".complete"), "");
@@ -42,10 +49,19 @@ export interface Bmc {
   stop(): Promise<void>;
 }
 
-export async function startBmc(opts: { work: string; libvirtUri: string; port: number; username: string; password: string; /** Default 127.0.0.1. */ listenIp?: string }): Promise<Bmc> {
+export async function startBmc(opts: {
+  work: string;
+  libvirtUri: string;
+  port: number;
+  username: string;
+  password: string;
+  /** Default 127.0.0.1. */ listenIp?: string;
+}): Promise<Bmc> {
   const venv = await ensureSushyTools();
   const python = join(venv, "bin/python");
-  const hashed = (await execa(python, ["-c", "import bcrypt, sys; print(bcrypt.hashpw(sys.argv[1].encode(), bcrypt.gensalt()).decode())", opts.password])).stdout.trim();
+  const hashed = (
+    await execa(python, ["-c", "import bcrypt, sys; print(bcrypt.hashpw(sys.argv[1].encode(), bcrypt.gensalt()).decode())", opts.password])
+  ).stdout.trim();
   const htpasswd = join(opts.work, "bmc.htpasswd");
   await writeFile(htpasswd, `${opts.username}:${hashed}\n`);
   const config = join(opts.work, "sushy-emulator.conf");

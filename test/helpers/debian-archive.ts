@@ -36,7 +36,11 @@ export class TestKey {
   static async create(): Promise<TestKey> {
     const home = await mkdtemp(join(tmpdir(), "icn-gpg-"));
     const env = { GNUPGHOME: home };
-    await execa("gpg", ["--batch", "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", "ICN test archive <archive@test.invalid>", "ed25519", "sign", "never"], { env });
+    await execa(
+      "gpg",
+      ["--batch", "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", "ICN test archive <archive@test.invalid>", "ed25519", "sign", "never"],
+      { env },
+    );
     const { stdout } = await execa("gpg", ["--batch", "--export"], { env, encoding: "buffer" });
     const keyring = join(home, "archive-keyring.gpg");
     await writeFile(keyring, stdout);
@@ -44,7 +48,9 @@ export class TestKey {
   }
 
   async clearsign(input: string, output: string): Promise<void> {
-    await execa("gpg", ["--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", "", "--clearsign", "-o", output, input], { env: { GNUPGHOME: this.home } });
+    await execa("gpg", ["--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", "", "--clearsign", "-o", output, input], {
+      env: { GNUPGHOME: this.home },
+    });
   }
 
   async dispose(): Promise<void> {
@@ -112,7 +118,22 @@ export class ToyArchive {
     await mkdir(join(dists, "main/binary-amd64"), { recursive: true });
     await writeFile(join(dists, "main/binary-amd64/Packages"), packagesText ? `${packagesText}\n` : "");
     await writeFile(join(dists, "main/binary-amd64/Packages.gz"), gzipSync(packagesText ? `${packagesText}\n` : ""));
-    const { stdout: release } = await execa("apt-ftparchive", ["-o", `APT::FTPArchive::Release::Suite=${suite}`, "-o", `APT::FTPArchive::Release::Codename=${suite}`, "-o", "APT::FTPArchive::Release::Architectures=amd64", "-o", "APT::FTPArchive::Release::Components=main", "release", "."], { cwd: dists });
+    const { stdout: release } = await execa(
+      "apt-ftparchive",
+      [
+        "-o",
+        `APT::FTPArchive::Release::Suite=${suite}`,
+        "-o",
+        `APT::FTPArchive::Release::Codename=${suite}`,
+        "-o",
+        "APT::FTPArchive::Release::Architectures=amd64",
+        "-o",
+        "APT::FTPArchive::Release::Components=main",
+        "release",
+        ".",
+      ],
+      { cwd: dists },
+    );
     await writeFile(join(dists, "Release"), `${release}\n`);
     await this.key.clearsign(join(dists, "Release"), join(dists, "InRelease"));
     return built;

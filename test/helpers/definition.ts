@@ -9,7 +9,10 @@ import { REPO } from "./cli.js";
  * `patch` (on the parsed YAML), with the default lock file next to it and optional
  * files of an extra overlay directory.
  */
-export async function writeDefinition(patch: (definition: Record<string, any>) => void = () => undefined, extraOverlay: Record<string, string> = {}): Promise<string> {
+export async function writeDefinition(
+  patch: (definition: Record<string, any>) => void = () => undefined,
+  extraOverlay: Record<string, string> = {},
+): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "icn-def-"));
   const definition = yaml.load(await readFile(join(REPO, "appliance.yaml"), "utf8")) as Record<string, any>;
   if (Object.keys(extraOverlay).length > 0) definition.overlays = ["extra"];

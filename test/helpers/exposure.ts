@@ -38,7 +38,12 @@ export function parseListeners(ss: string): Listener[] {
       const fields = line.trim().split(/\s+/);
       const local = fields[4] ?? "";
       const at = local.lastIndexOf(":");
-      return { proto: fields[0] === "udp" ? "udp" : "tcp", address: local.slice(0, at), port: local.slice(at + 1), program: /users:\(\("([^"]+)"/.exec(line)?.[1] ?? "" };
+      return {
+        proto: fields[0] === "udp" ? "udp" : "tcp",
+        address: local.slice(0, at),
+        port: local.slice(at + 1),
+        program: /users:\(\("([^"]+)"/.exec(line)?.[1] ?? "",
+      };
     });
 }
 
@@ -124,10 +129,18 @@ export async function readmeExposure(parts: { kubernetes: boolean; provisioningN
   const rows: ExposureRow[] = [];
   for (const line of table.split("\n").slice(2)) {
     if (!line.startsWith("|")) break;
-    const [port = "", addresses = "", site = "", provisioning = "", applies = ""] = line.split("|").slice(1).map((c) => c.trim().replace(/`/g, ""));
-    const wanted: Record<Applies, boolean> = { always: true, Kubernetes: parts.kubernetes, "provisioning network": parts.kubernetes && parts.provisioningNetwork };
+    const [port = "", addresses = "", site = "", provisioning = "", applies = ""] = line
+      .split("|")
+      .slice(1)
+      .map((c) => c.trim().replace(/`/g, ""));
+    const wanted: Record<Applies, boolean> = {
+      always: true,
+      Kubernetes: parts.kubernetes,
+      "provisioning network": parts.kubernetes && parts.provisioningNetwork,
+    };
     if (!(applies in wanted)) throw new Error(`${EXPOSURE_PAGE}: row ${port} says "${applies}" where always, Kubernetes or provisioning network belongs`);
-    if (wanted[applies as Applies]) rows.push({ port, addresses: addresses as AddressClass, site: site as "yes" | "no", provisioning: provisioning as "yes" | "no" });
+    if (wanted[applies as Applies])
+      rows.push({ port, addresses: addresses as AddressClass, site: site as "yes" | "no", provisioning: provisioning as "yes" | "no" });
   }
   return rows.sort(compareRows);
 }

@@ -21,7 +21,10 @@ export async function writeFileProxy(root: string, modules: FakeModule[]): Promi
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, `${mod.version}.info`), JSON.stringify({ Version: mod.version, Time: "2026-01-01T00:00:00Z" }));
     await writeFile(join(dir, `${mod.version}.mod`), mod.files["go.mod"]!);
-    await writeFile(join(dir, `${mod.version}.zip`), zipStored(Object.entries(mod.files).map(([name, text]) => [`${mod.path}@${mod.version}/${name}`, Buffer.from(text)])));
+    await writeFile(
+      join(dir, `${mod.version}.zip`),
+      zipStored(Object.entries(mod.files).map(([name, text]) => [`${mod.path}@${mod.version}/${name}`, Buffer.from(text)])),
+    );
     byPath.set(mod.path, [...(byPath.get(mod.path) ?? []), mod.version]);
   }
   for (const [path, versions] of byPath) await writeFile(join(root, path, "@v", "list"), versions.join("\n") + "\n");

@@ -75,7 +75,10 @@ export async function startIronicPod(opts: {
 
 /** The capabilities Deployment ironic-dnsmasq gives dnsmasq (and no others): the tests run it with exactly those. */
 export async function dnsmasqCapabilities(): Promise<string[]> {
-  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/provisioning/dnsmasq.yaml"), "utf8")) as { kind?: string; spec?: { template: { spec: { containers: { name: string; securityContext?: { capabilities?: { add?: string[] } } }[] } } } }[];
+  const docs = yaml.loadAll(await readFile(join(REPO, "manifests/metal3/provisioning/dnsmasq.yaml"), "utf8")) as {
+    kind?: string;
+    spec?: { template: { spec: { containers: { name: string; securityContext?: { capabilities?: { add?: string[] } } }[] } } };
+  }[];
   const container = docs.find((d) => d?.kind === "Deployment")!.spec!.template.spec.containers.find((c) => c.name === "dnsmasq")!;
   return (container.securityContext?.capabilities?.add ?? []).map((cap) => `CAP_${cap}`);
 }
@@ -89,7 +92,8 @@ export async function logTail(server: Server, chars = 4000): Promise<string> {
 export async function untilServersUp<T>(servers: Server[], what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 2000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    for (const s of servers) if (typeof s.child.exitCode === "number") throw new Error(`${s.name} exited (${s.child.exitCode}) while waiting for ${what}:\n${await logTail(s)}`);
+    for (const s of servers)
+      if (typeof s.child.exitCode === "number") throw new Error(`${s.name} exited (${s.child.exitCode}) while waiting for ${what}:\n${await logTail(s)}`);
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`no ${what} within ${Math.round(timeoutMs / 1000)} s`);

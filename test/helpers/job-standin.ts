@@ -75,7 +75,11 @@ export async function runJobAsKubelet(opts: JobStandInOptions): Promise<JobRun> 
   }
   const sa = join(dir, "serviceaccount");
   await mkdir(sa, { recursive: true });
-  const token = await c.core.createNamespacedServiceAccountToken({ name: pod.serviceAccountName ?? "default", namespace, body: { spec: { audiences: [], expirationSeconds: 6 * 3600 } } as AuthenticationV1TokenRequest });
+  const token = await c.core.createNamespacedServiceAccountToken({
+    name: pod.serviceAccountName ?? "default",
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 6 * 3600 } } as AuthenticationV1TokenRequest,
+  });
   await writeFile(join(sa, "token"), token.status!.token);
   await writeFile(join(sa, "ca.crt"), opts.apiServerCa);
   await writeFile(join(sa, "namespace"), namespace);

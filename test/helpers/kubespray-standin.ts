@@ -142,7 +142,10 @@ export async function buildKubesprayStandIn(dir: string): Promise<string> {
   await writeFile(join(root, "cluster.yml"), CLUSTER_YML);
   for (const name of ["scale.yml", "upgrade-cluster.yml", "reset.yml", "remove-node.yml"]) await writeFile(join(root, name), OTHER(name));
   await writeFile(join(root, "inventory/sample/inventory.ini"), "[kube_control_plane]\n\n[etcd]\n\n[kube_node]\n");
-  await writeFile(join(root, "inventory/sample/group_vars/all/offline.yml"), "---\n# registry_host: \"myprivateregisry.com\"\n# files_repo: \"http://myprivatehttpd\"\n");
+  await writeFile(
+    join(root, "inventory/sample/group_vars/all/offline.yml"),
+    '---\n# registry_host: "myprivateregisry.com"\n# files_repo: "http://myprivatehttpd"\n',
+  );
   const tarball = join(dir, `kubespray-STAND-IN-${STANDIN_VERSION}.tar.gz`);
   await execa("tar", ["--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0", "-czf", tarball, "-C", join(dir, "standin-src"), top]);
   return tarball;

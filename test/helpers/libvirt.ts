@@ -33,10 +33,23 @@ export async function startLibvirt(work: string): Promise<Libvirt> {
     binds.push([source, target]);
   }
   const etc = binds[0]![0];
-  await writeFile(join(etc, "libvirtd.conf"), ['unix_sock_group = "root"', 'unix_sock_rw_perms = "0700"', 'auth_unix_rw = "none"', 'log_outputs = "3:stderr"', ""].join("\n"));
+  await writeFile(
+    join(etc, "libvirtd.conf"),
+    ['unix_sock_group = "root"', 'unix_sock_rw_perms = "0700"', 'auth_unix_rw = "none"', 'log_outputs = "3:stderr"', ""].join("\n"),
+  );
   await writeFile(
     join(etc, "qemu.conf"),
-    ['user = "root"', 'group = "root"', "dynamic_ownership = 0", "remember_owner = 0", 'security_driver = "none"', "cgroup_controllers = [ ]", "namespaces = [ ]", 'stdio_handler = "file"', ""].join("\n"),
+    [
+      'user = "root"',
+      'group = "root"',
+      "dynamic_ownership = 0",
+      "remember_owner = 0",
+      'security_driver = "none"',
+      "cgroup_controllers = [ ]",
+      "namespaces = [ ]",
+      'stdio_handler = "file"',
+      "",
+    ].join("\n"),
   );
   // libvirt's QEMU driver resolves its build-time default user before it reads qemu.conf.
   const passwd = join(dir, "passwd");
@@ -97,7 +110,10 @@ export const OVMF = { code: "/usr/share/OVMF/OVMF_CODE_4M.fd", vars: "/usr/share
 
 /** A server with a blank disk and one NIC, off, booting from the network first (its BMC changes that). */
 export function domainXml(d: DomainSpec): string {
-  const firmware = d.firmware === "uefi" ? `<loader readonly='yes' secure='no' type='pflash'>${OVMF.code}</loader><nvram template='${OVMF.vars}'>${d.disk}.VARS.fd</nvram>` : "";
+  const firmware =
+    d.firmware === "uefi"
+      ? `<loader readonly='yes' secure='no' type='pflash'>${OVMF.code}</loader><nvram template='${OVMF.vars}'>${d.disk}.VARS.fd</nvram>`
+      : "";
   return `<domain type='${d.type}'>
   <name>${d.name}</name>
   <uuid>${d.uuid}</uuid>

@@ -38,7 +38,33 @@ export interface InImageOptions {
 }
 
 function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
-  const args = ["--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]), ...(opts.caps ? ["--cap-drop", "ALL", ...opts.caps.flatMap((cap) => ["--cap-add", cap])] : []), "--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "ANSIBLE_REMOTE_TMP", "/tmp/.ansible/tmp", "--setenv", "ANSIBLE_LOCAL_TMP", "/tmp/.ansible/local"];
+  const args = [
+    "--ro-bind",
+    root,
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]),
+    ...(opts.caps ? ["--cap-drop", "ALL", ...opts.caps.flatMap((cap) => ["--cap-add", cap])] : []),
+    "--die-with-parent",
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    "/usr/local/bin:/usr/bin:/bin",
+    "--setenv",
+    "HOME",
+    "/tmp",
+    "--setenv",
+    "ANSIBLE_REMOTE_TMP",
+    "/tmp/.ansible/tmp",
+    "--setenv",
+    "ANSIBLE_LOCAL_TMP",
+    "/tmp/.ansible/local",
+  ];
   for (const [name, value] of Object.entries(opts.env ?? {})) args.push("--setenv", name, value);
   for (const [host, inside] of Object.entries(opts.binds ?? {})) args.push("--bind", host, inside);
   if (opts.cwd) args.push("--chdir", opts.cwd);

@@ -14,7 +14,9 @@ export interface Image {
 export function decodePng(png: Buffer): Image {
   if (!png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) throw new Error("not a PNG");
   let offset = 8;
-  let width = 0, height = 0, colorType = 0;
+  let width = 0,
+    height = 0,
+    colorType = 0;
   const idat: Buffer[] = [];
   while (offset < png.length) {
     const length = png.readUInt32BE(offset);
@@ -25,7 +27,8 @@ export function decodePng(png: Buffer): Image {
       height = data.readUInt32BE(4);
       const depth = data[8]!;
       colorType = data[9]!;
-      if (depth !== 8 || (colorType !== 2 && colorType !== 6) || data[12] !== 0) throw new Error(`unsupported PNG: depth ${depth}, color type ${colorType}, interlace ${data[12]}`);
+      if (depth !== 8 || (colorType !== 2 && colorType !== 6) || data[12] !== 0)
+        throw new Error(`unsupported PNG: depth ${depth}, color type ${colorType}, interlace ${data[12]}`);
     } else if (type === "IDAT") idat.push(data);
     else if (type === "IEND") break;
     offset += 12 + length;
@@ -48,7 +51,9 @@ export function decodePng(png: Buffer): Image {
       else if (filter === 3) add = (a + b) >> 1;
       else if (filter === 4) {
         const p = a + b - c;
-        const pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
+        const pa = Math.abs(p - a),
+          pb = Math.abs(p - b),
+          pc = Math.abs(p - c);
         add = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
       }
       line[i] = (line[i]! + add) & 0xff;
@@ -67,7 +72,8 @@ export function countColor(image: Image, hex: string, tolerance = 8): number {
   const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
   let n = 0;
   for (let i = 0; i < image.pixels.length; i += 4) {
-    if (Math.abs(image.pixels[i]! - r!) <= tolerance && Math.abs(image.pixels[i + 1]! - g!) <= tolerance && Math.abs(image.pixels[i + 2]! - b!) <= tolerance) n++;
+    if (Math.abs(image.pixels[i]! - r!) <= tolerance && Math.abs(image.pixels[i + 1]! - g!) <= tolerance && Math.abs(image.pixels[i + 2]! - b!) <= tolerance)
+      n++;
   }
   return n;
 }

@@ -52,10 +52,57 @@ export async function startRegistryFront(options: RegistryFrontOptions = {}): Pr
   for (const d of [storage, pki, certDir]) await mkdir(d);
   if (options.storageSize) await execa("mount", ["-t", "tmpfs", "-o", `size=${options.storageSize}`, "tmpfs", storage]);
   const openssl = (args: string[]) => execa("openssl", args, { cwd: pki });
-  await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-keyout", "registry-ca.key", "-out", "registry-ca.crt", "-subj", "/CN=test registry CA", "-addext", "basicConstraints=critical,CA:TRUE"]);
-  await openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "registry.key", "-out", "registry.csr", "-subj", "/CN=bootstrap.icn"]);
+  await openssl([
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-days",
+    "2",
+    "-keyout",
+    "registry-ca.key",
+    "-out",
+    "registry-ca.crt",
+    "-subj",
+    "/CN=test registry CA",
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+  ]);
+  await openssl([
+    "req",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    "registry.key",
+    "-out",
+    "registry.csr",
+    "-subj",
+    "/CN=bootstrap.icn",
+  ]);
   await writeFile(join(pki, "ext"), "subjectAltName=DNS:bootstrap.icn,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-  await openssl(["x509", "-req", "-in", "registry.csr", "-CA", "registry-ca.crt", "-CAkey", "registry-ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "registry.crt"]);
+  await openssl([
+    "x509",
+    "-req",
+    "-in",
+    "registry.csr",
+    "-CA",
+    "registry-ca.crt",
+    "-CAkey",
+    "registry-ca.key",
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-extfile",
+    "ext",
+    "-out",
+    "registry.crt",
+  ]);
   const ca = await readFile(join(pki, "registry-ca.crt"), "utf8");
   await writeFile(join(certDir, "ca.crt"), ca);
   const password = randomBytes(24).toString("hex");
@@ -64,8 +111,11 @@ export async function startRegistryFront(options: RegistryFrontOptions = {}): Pr
 
   const socket = join(work, "registry.sock");
   const shipped = await readFile(join(REPO, "overlays/etc/docker/registry/config.yml"), "utf8");
-  const config = shipped.replace(/^(\s+rootdirectory:) \/var\/lib\/docker-registry$/m, `$1 ${storage}`).replace(/^(\s+addr:) \/run\/docker-registry\/registry\.sock$/m, `$1 ${socket}`);
-  if (!config.includes(`rootdirectory: ${storage}`) || !config.includes(`addr: ${socket}`)) throw new Error("the shipped registry config.yml changed shape: update test/helpers/registry-front.ts");
+  const config = shipped
+    .replace(/^(\s+rootdirectory:) \/var\/lib\/docker-registry$/m, `$1 ${storage}`)
+    .replace(/^(\s+addr:) \/run\/docker-registry\/registry\.sock$/m, `$1 ${socket}`);
+  if (!config.includes(`rootdirectory: ${storage}`) || !config.includes(`addr: ${socket}`))
+    throw new Error("the shipped registry config.yml changed shape: update test/helpers/registry-front.ts");
   await writeFile(join(work, "registry.yml"), config);
   const registry: ChildProcess = spawn("docker-registry", ["serve", join(work, "registry.yml")], { stdio: "ignore" });
   for (let i = 0; i < 100 && !(await readdir(work)).includes("registry.sock"); i++) await new Promise((r) => setTimeout(r, 100));
@@ -80,11 +130,18 @@ export async function startRegistryFront(options: RegistryFrontOptions = {}): Pr
     .replace("listen 5000 ssl;", `listen ${address} ssl;`)
     .replace("listen [::]:5000 ssl;", "")
     .replace("listen 127.0.0.1:5001;", `listen ${loopback};`);
-  const active = site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n");
-  if (/\/etc\/|\/run\/|listen 5000|listen 127\.0\.0\.1:5001/.test(active)) throw new Error("the shipped nginx registry configuration changed shape (a path or port the test does not move): update test/helpers/registry-front.ts");
+  const active = site
+    .split("\n")
+    .filter((l) => !l.trimStart().startsWith("#"))
+    .join("\n");
+  if (/\/etc\/|\/run\/|listen 5000|listen 127\.0\.0\.1:5001/.test(active))
+    throw new Error("the shipped nginx registry configuration changed shape (a path or port the test does not move): update test/helpers/registry-front.ts");
   await writeFile(join(work, "site.conf"), site);
   await writeFile(join(work, "seeded.conf"), seededTagRules([]));
-  await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`);
+  await writeFile(
+    join(work, "nginx.conf"),
+    `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log ${work}/access.log;\n  include ${work}/site.conf;\n}\n`,
+  );
   const nginx = (...args: string[]) => execa("nginx", ["-p", work, "-c", join(work, "nginx.conf"), ...args]);
   await nginx();
 

@@ -55,7 +55,13 @@ describe("icn-bootstrap build with the default definition", () => {
       expect(build.stdout).toContain(await sha256(image));
     }
     expect(build.stderr).toMatch(/rootfs\s+(reused|done in)/);
-    expect((await readdir(out)).sort()).toEqual(["icn-bootstrap.cdx.json", "icn-bootstrap.contents.txt", "icn-bootstrap.img", "icn-bootstrap.qcow2", "icn-bootstrap.report.json"]);
+    expect((await readdir(out)).sort()).toEqual([
+      "icn-bootstrap.cdx.json",
+      "icn-bootstrap.contents.txt",
+      "icn-bootstrap.img",
+      "icn-bootstrap.qcow2",
+      "icn-bootstrap.report.json",
+    ]);
   });
 
   it("writes a GPT with a BIOS boot partition, an EFI system partition, the site partition and a root partition", async () => {
@@ -74,7 +80,11 @@ describe("icn-bootstrap build with the default definition", () => {
     const { mtools } = await partitionAddress(img, 4);
     const start = (await partitions(img)).find((p) => p.number === 4)!.start * 512;
     expect((await execa("blkid", ["-p", "-s", "LABEL", "-o", "value", "-O", String(start), img])).stdout.trim()).toBe("ICN-SITE");
-    expect((await execa("mdir", ["-/", "-b", "-i", mtools, "::/"])).stdout.split("\n").sort()).toEqual(["::/manifests/", "::/manifests/README.txt", "::/site.yaml"]);
+    expect((await execa("mdir", ["-/", "-b", "-i", mtools, "::/"])).stdout.split("\n").sort()).toEqual([
+      "::/manifests/",
+      "::/manifests/README.txt",
+      "::/site.yaml",
+    ]);
     const folder = await mkdtemp(join(tmpdir(), "icn-shipped-site-"));
     await execa("mcopy", ["-s", "-i", mtools, "::/site.yaml", "::/manifests", folder]);
     expect(await readFile(join(folder, "site.yaml"), "utf8")).toMatch(/^# Site settings of an ICN bootstrap appliance/);
@@ -118,19 +128,27 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
     expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
     // The bootstrap cluster: pinned node binaries, the kubeadm configuration, the manifests and the first-boot unit.
-    for (const binary of ["kubelet", "kubeadm", "kubectl"]) expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
+    for (const binary of ["kubelet", "kubeadm", "kubectl"])
+      expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
     expect(await debugfs(ext, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/advertiseAddress: 10\.254\.254\.254/);
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/provisioning.yaml")).toMatchObject({ type: "regular" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/bpa/deployment.yaml")).toMatchObject({ type: "regular" });
     // Metal3: its own CRDs and the operator's ClusterRole from the pinned baremetal-operator module, the project's Deployment.
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/crds/metal3.io_baremetalhosts.yaml")).toMatch(/name: baremetalhosts\.metal3\.io[\s\S]*hardwareProfile/);
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/crds/metal3.io_baremetalhosts.yaml")).toMatch(
+      /name: baremetalhosts\.metal3\.io[\s\S]*hardwareProfile/,
+    );
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/metal3.io_hardwaredata.yaml")).toMatchObject({ type: "regular" });
     expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/baremetalhost.yaml")).toBeUndefined(); // the look-alike is gone
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(/name: metal3-baremetal-operator[\s\S]*baremetalhosts/);
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(/image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/);
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(
+      /name: metal3-baremetal-operator[\s\S]*baremetalhosts/,
+    );
+    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(
+      /image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/,
+    );
     // Ironic's deploy ramdisk on the file server, where the baremetal-operator's settings point.
-    for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"]) expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}$`)); // execa strips the final newline
+    for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"])
+      expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}$`)); // execa strips the final newline
     // What the appliance serves to kubespray, for the BPA: the build's pins as a ConfigMap applied at first boot.
     expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/bpa/kubespray-pins.yaml")).toMatch(/name: bpa-kubespray-pins[\s\S]*kubeadm_checksums:/);
   });
@@ -146,7 +164,25 @@ describe("icn-bootstrap build with the default definition", () => {
 
   it("writes a report with the package list and every stage", async () => {
     const report = JSON.parse(await readFile(join(out, "icn-bootstrap.report.json"), "utf8"));
-    expect(report.stages.map((s: { name: string }) => s.name)).toEqual(["rootfs", "kubernetes", "files", "image-base", "image-compile", "image-root", "images", "registry", "os-rootfs", "os-image", "os-rootfs", "ramdisk", "metal3", "overlays", "disk", "image", "qcow2"]);
+    expect(report.stages.map((s: { name: string }) => s.name)).toEqual([
+      "rootfs",
+      "kubernetes",
+      "files",
+      "image-base",
+      "image-compile",
+      "image-root",
+      "images",
+      "registry",
+      "os-rootfs",
+      "os-image",
+      "os-rootfs",
+      "ramdisk",
+      "metal3",
+      "overlays",
+      "disk",
+      "image",
+      "qcow2",
+    ]);
     const lock = await loadLock(join(REPO, "appliance.lock.yaml"));
     const systemd = report.sbom.debianPackages.find((p: { name: string }) => p.name === "systemd");
     expect(systemd.version).toBe(lock.debian.packages.systemd!.version);
@@ -221,17 +257,21 @@ describe("rebuilds and bad input", () => {
     expect(partial).toEqual([]);
   });
 
-  it.runIf(process.getuid?.() === 0)("a full output disk fails clearly and leaves no image (tmpfs of 100 MiB; needs root to mount)", { timeout: BUILD_TIMEOUT }, async () => {
-    const out = await mkdtemp(join(tmpdir(), "icn-full-"));
-    await execa("mount", ["-t", "tmpfs", "-o", "size=100m", "tmpfs", out]);
-    try {
-      const result = await runCli(["build", "--out", out]);
-      expect(result.exitCode).toBe(1);
-      expect(result.stderr).toMatch(/no space left to write/);
-      expect(result.stderr).toMatch(/--out/);
-      expect(await readdir(out)).toEqual([]);
-    } finally {
-      await execa("umount", [out]);
-    }
-  });
+  it.runIf(process.getuid?.() === 0)(
+    "a full output disk fails clearly and leaves no image (tmpfs of 100 MiB; needs root to mount)",
+    { timeout: BUILD_TIMEOUT },
+    async () => {
+      const out = await mkdtemp(join(tmpdir(), "icn-full-"));
+      await execa("mount", ["-t", "tmpfs", "-o", "size=100m", "tmpfs", out]);
+      try {
+        const result = await runCli(["build", "--out", out]);
+        expect(result.exitCode).toBe(1);
+        expect(result.stderr).toMatch(/no space left to write/);
+        expect(result.stderr).toMatch(/--out/);
+        expect(await readdir(out)).toEqual([]);
+      } finally {
+        await execa("umount", [out]);
+      }
+    },
+  );
 });

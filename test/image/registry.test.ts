@@ -80,7 +80,8 @@ describe("the seeded registry inside the image", () => {
       const body = Buffer.from(await response.arrayBuffer());
       expect(`sha256:${createHash("sha256").update(body).digest("hex")}`).toBe(image.digest);
       const manifest = JSON.parse(body.toString()) as { config: { digest: string }; layers: { digest: string }[] };
-      for (const blob of [manifest.config, ...manifest.layers]) expect(await blobSha256(image.repository, blob.digest), `${image.ref} ${blob.digest}`).toBe(blob.digest);
+      for (const blob of [manifest.config, ...manifest.layers])
+        expect(await blobSha256(image.repository, blob.digest), `${image.ref} ${blob.digest}`).toBe(blob.digest);
     }
   });
 
@@ -125,7 +126,9 @@ describe("the appliance's registry, file server and containerd configuration", (
     const config = await debugfs(root, "cat /etc/docker/registry/config.yml");
     expect(config).toMatch(/net: unix\n\s+addr: \/run\/docker-registry\/registry\.sock/);
     expect(config).not.toMatch(/addr: :?\d+/);
-    expect(await debugfs(root, "cat /etc/systemd/system/docker-registry.service.d/icn-bootstrap.conf")).toMatch(/chown -R docker-registry:docker-registry \/var\/lib\/docker-registry/);
+    expect(await debugfs(root, "cat /etc/systemd/system/docker-registry.service.d/icn-bootstrap.conf")).toMatch(
+      /chown -R docker-registry:docker-registry \/var\/lib\/docker-registry/,
+    );
     const site = await debugfs(root, "cat /etc/nginx/conf.d/icn-bootstrap-registry.conf");
     expect(site).toMatch(/listen 5000 ssl;/);
     expect(site).toMatch(/listen 127\.0\.0\.1:5001;\n[^}]*location \/v2\/ \{\n\s+limit_except GET \{\n\s+deny all;/);
@@ -133,7 +136,9 @@ describe("the appliance's registry, file server and containerd configuration", (
     expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/patches:\n\s+directory: \/etc\/icn-bootstrap\/kubeadm-patches/);
     expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm-patches/corednsdeployment+strategic.yaml")).toMatch(/^spec:\n\s+replicas: 1\s*$/m);
     for (const pod of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]) {
-      expect(await debugfs(root, `cat /etc/icn-bootstrap/kubeadm-patches/${pod}+strategic.yaml`), pod).toMatch(new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`));
+      expect(await debugfs(root, `cat /etc/icn-bootstrap/kubeadm-patches/${pod}+strategic.yaml`), pod).toMatch(
+        new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`),
+      );
     }
     expect(await statInFs(root, "/etc/nginx/sites-enabled/default")).toBeUndefined();
     for (const registryHost of ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "bootstrap.icn:5000"]) {

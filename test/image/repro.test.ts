@@ -51,7 +51,16 @@ async function sha256(path: string): Promise<string> {
 /** The lines of the two contents manifests that differ (first 20 each way), each marked with its build. */
 async function contentsDifference(a: string, b: string): Promise<string[]> {
   const [left, right] = await Promise.all([a, b].map(async (dir) => new Set((await readFile(join(dir, `${NAME}.contents.txt`), "utf8")).split("\n"))));
-  return [...[...left!].filter((l) => !right!.has(l)).slice(0, 20).map((l) => `first:  ${l}`), ...[...right!].filter((l) => !left!.has(l)).slice(0, 20).map((l) => `second: ${l}`)];
+  return [
+    ...[...left!]
+      .filter((l) => !right!.has(l))
+      .slice(0, 20)
+      .map((l) => `first:  ${l}`),
+    ...[...right!]
+      .filter((l) => !left!.has(l))
+      .slice(0, 20)
+      .map((l) => `second: ${l}`),
+  ];
 }
 
 /**
@@ -61,7 +70,14 @@ async function contentsDifference(a: string, b: string): Promise<string[]> {
  * else in it must be equal.
  */
 function withoutBuildRecord(report: Record<string, unknown>) {
-  const { builtAt: _b, totalSeconds: _t, stages, images, sbom, ...rest } = report as {
+  const {
+    builtAt: _b,
+    totalSeconds: _t,
+    stages,
+    images,
+    sbom,
+    ...rest
+  } = report as {
     builtAt: string;
     totalSeconds: number;
     stages: { name: string; key: string }[];
@@ -144,19 +160,55 @@ describe("reproducible build", () => {
     // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
     // and the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl).
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
-    const locations = (name: string) => binaries.find((c) => c.name === name)!.properties!.filter((p) => p.name === "icn-bootstrap:location").map((p) => p.value);
+    const locations = (name: string) =>
+      binaries
+        .find((c) => c.name === name)!
+        .properties!.filter((p) => p.name === "icn-bootstrap:location")
+        .map((p) => p.value);
     const inArchives = OFFLINE_ARCHIVES.flatMap((a) => (a.binary ? [a.binary] : Object.values(a.members!)));
-    expect(binaries.map((c) => c.name).sort()).toEqual([...new Set(["baremetal-operator", "coredns", "etcd", "flannel", "flanneld", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet", ...inArchives])].sort());
-    expect(locations("etcd")).toEqual(expect.arrayContaining([expect.stringMatching(/^file server \/kubespray\/github\.com\/etcd-io\/etcd\/releases\/download\/v[\d.]+\/etcd-v[\d.]+-linux-amd64\.tar\.gz:etcd-v[\d.]+-linux-amd64\/etcd$/)]));
-    expect(locations("containerd")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/)]);
-    expect(locations("runc")).toEqual([expect.stringMatching(/^file server \/kubespray\/github\.com\/opencontainers\/runc\/releases\/download\/v[\d.]+\/runc\.amd64$/)]);
+    expect(binaries.map((c) => c.name).sort()).toEqual(
+      [
+        ...new Set([
+          "baremetal-operator",
+          "coredns",
+          "etcd",
+          "flannel",
+          "flanneld",
+          "kube-apiserver",
+          "kube-controller-manager",
+          "kube-proxy",
+          "kube-scheduler",
+          "kubeadm",
+          "kubectl",
+          "kubelet",
+          ...inArchives,
+        ]),
+      ].sort(),
+    );
+    expect(locations("etcd")).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^file server \/kubespray\/github\.com\/etcd-io\/etcd\/releases\/download\/v[\d.]+\/etcd-v[\d.]+-linux-amd64\.tar\.gz:etcd-v[\d.]+-linux-amd64\/etcd$/,
+        ),
+      ]),
+    );
+    expect(locations("containerd")).toEqual([
+      expect.stringMatching(
+        /^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/,
+      ),
+    ]);
+    expect(locations("runc")).toEqual([
+      expect.stringMatching(/^file server \/kubespray\/github\.com\/opencontainers\/runc\/releases\/download\/v[\d.]+\/runc\.amd64$/),
+    ]);
     for (const b of binaries) {
       expect(b.purl).toMatch(/^pkg:golang\//);
       expect(b.properties!.find((p) => p.name === "icn-bootstrap:go:version")!.value).toMatch(/^go1\.\d+/);
     }
     const modules = components.filter((c) => c.purl?.startsWith("pkg:golang/") && !c["bom-ref"].startsWith("go-binary:"));
     const images = components.filter((c) => c.type === "container");
-    expect(images.map((c) => c.purl!.replace(/^.*@/, "").replace(/\?.*/, "")).sort()).toEqual(report.verification.registry.images.map((i: { digest: string }) => i.digest).sort());
+    expect(images.map((c) => c.purl!.replace(/^.*@/, "").replace(/\?.*/, "")).sort()).toEqual(
+      report.verification.registry.images.map((i: { digest: string }) => i.digest).sort(),
+    );
     // The BPA image's bundle: every npm package it holds, each with a license, and the image depends on each.
     const npm = components.filter((c) => c.purl?.startsWith("pkg:npm/"));
     expect(npm.map((c) => c.name)).toEqual(expect.arrayContaining(["@kubernetes/client-node", "@tus/server", "js-yaml"]));
@@ -167,7 +219,12 @@ describe("reproducible build", () => {
     expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
     const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
     const ipa = "pypi:ironic-python-agent@10.2.0";
-    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(pypi.map((c) => c["bom-ref"]).filter((r) => r !== ipa).sort());
+    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(
+      pypi
+        .map((c) => c["bom-ref"])
+        .filter((r) => r !== ipa)
+        .sort(),
+    );
     // The deploy ramdisk: ironic-python-agent from PyPI on its own Debian set, the kernel from the same set.
     for (const file of ["/boot/ironic-python-agent.initramfs", "/boot/ironic-python-agent.kernel"]) {
       const served = bom.dependencies.find((d: { ref: string }) => d.ref === `file:${file}`);
@@ -184,7 +241,9 @@ describe("reproducible build", () => {
     const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
     expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);
     const size = (await stat(path)).size;
-    console.log(`SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${npm.length} npm packages bundled, ${pypi.length} PyPI packages, ${files.length} served files`);
+    console.log(
+      `SBOM ${path}: ${(size / 1024).toFixed(0)} KiB; ${debs.length} Debian packages (${rootfsDebs.length} in the root, ${debs.filter((c) => c["bom-ref"].startsWith("deb:base:")).length} in the images' base, ${debs.filter((c) => c["bom-ref"].startsWith("deb:toolchain:")).length} toolchain), ${binaries.length} Go binaries linking ${modules.length} Go modules (stdlib included), ${images.length} container images, ${npm.length} npm packages bundled, ${pypi.length} PyPI packages, ${files.length} served files`,
+    );
   });
 
   it("verify passes the USB image and the qcow2 as built", { timeout: VERIFY_TIMEOUT }, async () => {

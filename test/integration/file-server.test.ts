@@ -44,10 +44,17 @@ beforeAll(async () => {
     .replaceAll("/var/lib/icn-bootstrap/bpa-api/published", published)
     .replace("listen 8080 default_server;", `listen 127.0.0.1:${port} default_server;`)
     .replace("listen [::]:8080 default_server;", "");
-  const active = site.split("\n").filter((l) => !l.trimStart().startsWith("#")).join("\n");
-  if (/\/srv\/|\/var\/lib\/|listen 8080/.test(active)) throw new Error("the shipped file server configuration changed shape: update test/integration/file-server.test.ts");
+  const active = site
+    .split("\n")
+    .filter((l) => !l.trimStart().startsWith("#"))
+    .join("\n");
+  if (/\/srv\/|\/var\/lib\/|listen 8080/.test(active))
+    throw new Error("the shipped file server configuration changed shape: update test/integration/file-server.test.ts");
   await writeFile(join(work, "site.conf"), site);
-  await writeFile(join(work, "nginx.conf"), `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${work}/site.conf;\n}\n`);
+  await writeFile(
+    join(work, "nginx.conf"),
+    `user root;\nworker_processes 1;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${work}/site.conf;\n}\n`,
+  );
   await execa("nginx", ["-p", work, "-c", join(work, "nginx.conf")]);
   base = `http://127.0.0.1:${port}`;
 });

@@ -91,7 +91,12 @@ async function listen(name: string, ports: string[]): Promise<void> {
 
 async function loadRuleset(masquerade: boolean | undefined): Promise<void> {
   const env = join(work, "site.env");
-  await writeFile(env, masquerade === undefined ? "" : `ICN_PROVISIONING_INTERFACE=prov0\nICN_PROVISIONING_ADDRESS=${PROV_NET.appliance}/24\nICN_PROVISIONING_MASQUERADE=${masquerade}\n`);
+  await writeFile(
+    env,
+    masquerade === undefined
+      ? ""
+      : `ICN_PROVISIONING_INTERFACE=prov0\nICN_PROVISIONING_ADDRESS=${PROV_NET.appliance}/24\nICN_PROVISIONING_MASQUERADE=${masquerade}\n`,
+  );
   await inNs(APPLIANCE, "nft", "-f", join(work, "nftables.conf"));
   await inNs(APPLIANCE, "sh", FIREWALL, env);
 }
@@ -134,7 +139,8 @@ beforeAll(async () => {
   await inNs(NODE, "ip", "route", "add", "default", "via", PROV_NET.appliance);
   await inNs(POD, "ip", "route", "add", "default", "via", POD_NET.gateway);
   // The stranger routes everything the appliance has behind it to the appliance.
-  for (const net of ["172.22.0.0/24", "10.244.0.0/16", "10.96.0.0/12", `${ADVERTISE}/32`]) await inNs(SITE, "ip", "route", "add", net, "via", SITE_NET.appliance);
+  for (const net of ["172.22.0.0/24", "10.244.0.0/16", "10.96.0.0/12", `${ADVERTISE}/32`])
+    await inNs(SITE, "ip", "route", "add", net, "via", SITE_NET.appliance);
   await inNs(APPLIANCE, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1");
   // Stand-in for kube-proxy: a ClusterIP and the REST API's NodePort, DNATed to the pod.
   const standin = `table ip kube_proxy_standin {\n chain prerouting {\n  type nat hook prerouting priority dstnat; policy accept;\n  ip daddr ${CLUSTER_IP} tcp dport 80 dnat to ${POD_NET.pod}:80\n  fib daddr type local tcp dport 30443 dnat to ${POD_NET.pod}:80\n }\n}\n`;
@@ -173,25 +179,51 @@ describe("the appliance's firewall (shipped nftables ruleset, in network namespa
     expect(await reachAll(SITE, behindTheAppliance)).toEqual(Object.fromEntries(behindTheAppliance.map((t) => [t, "closed"])));
   });
 
-  it("the site network still gets what it is for (SSH, registry, files, the API server, the REST API's NodePort), but not Ironic", { timeout: 30_000 }, async () => {
-    await loadRuleset(false);
-    const a = SITE_NET.appliance;
-    expect(await reachAll(SITE, [`tcp://${a}:22`, `tcp://${a}:5000`, `tcp://${a}:8080`, `tcp://${a}:6443`, `tcp://${a}:30443`, `tcp://${a}:6385`, `tcp://${a}:6180`, `tcp://${PROV_NET.appliance}:6385`])).toEqual({
-      [`tcp://${a}:22`]: "open",
-      [`tcp://${a}:5000`]: "open",
-      [`tcp://${a}:8080`]: "open",
-      [`tcp://${a}:6443`]: "open",
-      [`tcp://${a}:30443`]: "open",
-      [`tcp://${a}:6385`]: "closed",
-      [`tcp://${a}:6180`]: "closed",
-      [`tcp://${PROV_NET.appliance}:6385`]: "closed",
-    });
-  });
+  it(
+    "the site network still gets what it is for (SSH, registry, files, the API server, the REST API's NodePort), but not Ironic",
+    { timeout: 30_000 },
+    async () => {
+      await loadRuleset(false);
+      const a = SITE_NET.appliance;
+      expect(
+        await reachAll(SITE, [
+          `tcp://${a}:22`,
+          `tcp://${a}:5000`,
+          `tcp://${a}:8080`,
+          `tcp://${a}:6443`,
+          `tcp://${a}:30443`,
+          `tcp://${a}:6385`,
+          `tcp://${a}:6180`,
+          `tcp://${PROV_NET.appliance}:6385`,
+        ]),
+      ).toEqual({
+        [`tcp://${a}:22`]: "open",
+        [`tcp://${a}:5000`]: "open",
+        [`tcp://${a}:8080`]: "open",
+        [`tcp://${a}:6443`]: "open",
+        [`tcp://${a}:30443`]: "open",
+        [`tcp://${a}:6385`]: "closed",
+        [`tcp://${a}:6180`]: "closed",
+        [`tcp://${PROV_NET.appliance}:6385`]: "closed",
+      });
+    },
+  );
 
   it("a node reaches the appliance's registry, file server, Ironic, name server and TFTP, and nothing else there or beyond", { timeout: 30_000 }, async () => {
     await loadRuleset(false);
     const a = PROV_NET.appliance;
-    expect(await reachAll(NODE, [`tcp://${a}:5000`, `tcp://${a}:8080`, `tcp://${a}:6385`, `tcp://${a}:6180`, `tcp://${a}:53`, `udp://${a}:53`, `udp://${a}:69`, `tcp://${SITE_NET.appliance}:5000`])).toEqual({
+    expect(
+      await reachAll(NODE, [
+        `tcp://${a}:5000`,
+        `tcp://${a}:8080`,
+        `tcp://${a}:6385`,
+        `tcp://${a}:6180`,
+        `tcp://${a}:53`,
+        `udp://${a}:53`,
+        `udp://${a}:69`,
+        `tcp://${SITE_NET.appliance}:5000`,
+      ]),
+    ).toEqual({
       [`tcp://${a}:5000`]: "open",
       [`tcp://${a}:8080`]: "open",
       [`tcp://${a}:6385`]: "open",
@@ -202,7 +234,17 @@ describe("the appliance's firewall (shipped nftables ruleset, in network namespa
       // The appliance's site address, as the BPA's configuration names it: still the appliance.
       [`tcp://${SITE_NET.appliance}:5000`]: "open",
     });
-    expect(await reachAll(NODE, [`tcp://${a}:22`, `tcp://${a}:30443`, `tcp://${a}:6443`, `tcp://${a}:10250`, `tcp://${SITE_NET.host}:80`, `tcp://${POD_NET.pod}:80`, `tcp://${CLUSTER_IP}:80`])).toEqual({
+    expect(
+      await reachAll(NODE, [
+        `tcp://${a}:22`,
+        `tcp://${a}:30443`,
+        `tcp://${a}:6443`,
+        `tcp://${a}:10250`,
+        `tcp://${SITE_NET.host}:80`,
+        `tcp://${POD_NET.pod}:80`,
+        `tcp://${CLUSTER_IP}:80`,
+      ]),
+    ).toEqual({
       [`tcp://${a}:22`]: "closed",
       [`tcp://${a}:30443`]: "closed",
       [`tcp://${a}:6443`]: "closed",
@@ -222,11 +264,15 @@ describe("the appliance's firewall (shipped nftables ruleset, in network namespa
     });
   });
 
-  it("with provisioning.masquerade the nodes reach the site network behind the appliance's address, and the site still reaches no node", { timeout: 30_000 }, async () => {
-    await loadRuleset(true);
-    expect(await probe(NODE, `tcp://${SITE_NET.host}:80`)).toBe(`open ${SITE_NET.appliance}`);
-    expect(await reachAll(SITE, behindTheAppliance)).toEqual(Object.fromEntries(behindTheAppliance.map((t) => [t, "closed"])));
-  });
+  it(
+    "with provisioning.masquerade the nodes reach the site network behind the appliance's address, and the site still reaches no node",
+    { timeout: 30_000 },
+    async () => {
+      await loadRuleset(true);
+      expect(await probe(NODE, `tcp://${SITE_NET.host}:80`)).toBe(`open ${SITE_NET.appliance}`);
+      expect(await reachAll(SITE, behindTheAppliance)).toEqual(Object.fromEntries(behindTheAppliance.map((t) => [t, "closed"])));
+    },
+  );
 
   it("without a provisioning network nothing counts as the nodes' side: Ironic answers only the appliance and its pods", { timeout: 30_000 }, async () => {
     await loadRuleset(undefined);

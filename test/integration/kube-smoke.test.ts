@@ -52,7 +52,9 @@ const crd: V1CustomResourceDefinition = {
 describe("kube test server", () => {
   it("is the pinned Kubernetes version and the admin is authorised", async () => {
     const kc = client();
-    const pinned = (yaml.load(await readFile(new URL("../../appliance.lock.yaml", import.meta.url), "utf8")) as { artifacts: { kubernetes: { version: string } } }).artifacts.kubernetes.version;
+    const pinned = (
+      yaml.load(await readFile(new URL("../../appliance.lock.yaml", import.meta.url), "utf8")) as { artifacts: { kubernetes: { version: string } } }
+    ).artifacts.kubernetes.version;
     const version = await kc.makeApiClient(VersionApi).getCode();
     expect(version.gitVersion).toBe(pinned);
     const namespaces = await kc.makeApiClient(CoreV1Api).listNamespace();
@@ -76,9 +78,14 @@ describe("kube test server", () => {
     const namespace = "default";
     const ref = { group, version: "v1alpha1", namespace, plural };
     // The API server validates against the CRD's schema: size must be >= 1.
-    await expect(objects.createNamespacedCustomObject({ ...ref, body: { apiVersion: `${group}/v1alpha1`, kind: "Widget", metadata: { name: "bad" }, spec: { size: 0 } } })).rejects.toThrow(/size/);
+    await expect(
+      objects.createNamespacedCustomObject({ ...ref, body: { apiVersion: `${group}/v1alpha1`, kind: "Widget", metadata: { name: "bad" }, spec: { size: 0 } } }),
+    ).rejects.toThrow(/size/);
 
-    const created = await objects.createNamespacedCustomObject({ ...ref, body: { apiVersion: `${group}/v1alpha1`, kind: "Widget", metadata: { name: "first" }, spec: { size: 3, color: "blue" } } });
+    const created = await objects.createNamespacedCustomObject({
+      ...ref,
+      body: { apiVersion: `${group}/v1alpha1`, kind: "Widget", metadata: { name: "first" }, spec: { size: 3, color: "blue" } },
+    });
     expect(created.metadata.uid).toMatch(/^[0-9a-f-]{36}$/);
 
     const read = await objects.getNamespacedCustomObject({ ...ref, name: "first" });

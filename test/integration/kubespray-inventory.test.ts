@@ -38,17 +38,27 @@ const FILES_REPO = "http://bootstrap.icn:8080/kubespray";
 /** Where the runner finds the pins: beside the inventory, as the BPA mounts them. */
 const PINS = "/tmp/inventory/kubespray-pins.yml";
 
-
 let content: StagesBuilt;
 let root: string;
 let work: string;
 let kubernetesVersion: string;
 
-const host = (name: string, role: "master" | "worker", index: number, ip: string): AssignedHost => ({ name, namespace: "site", role, index, mac: "52:54:00:00:00:01", ip, cpu: 4, ramMebibytes: 8192 });
+const host = (name: string, role: "master" | "worker", index: number, ip: string): AssignedHost => ({
+  name,
+  namespace: "site",
+  role,
+  index,
+  mac: "52:54:00:00:00:01",
+  ip,
+  cpu: 4,
+  ramMebibytes: 8192,
+});
 const LAYOUTS: Record<string, AssignedHost[]> = {
   "one node (control plane and worker)": [host("node1", "master", 0, "10.10.0.11")],
   "a master and a worker": [host("node1", "master", 0, "10.10.0.11"), host("node2", "worker", 0, "10.10.0.12")],
-  "three masters and two workers": [0, 1, 2].map((i) => host(`m${i}`, "master", i, `10.10.0.${20 + i}`)).concat([0, 1].map((i) => host(`w${i}`, "worker", i, `10.10.0.${30 + i}`))),
+  "three masters and two workers": [0, 1, 2]
+    .map((i) => host(`m${i}`, "master", i, `10.10.0.${20 + i}`))
+    .concat([0, 1].map((i) => host(`w${i}`, "worker", i, `10.10.0.${30 + i}`))),
 };
 
 /** The BPA's configuration as the appliance ships it (manifests/bpa/config.yaml). */
@@ -59,7 +69,10 @@ async function shippedConfig() {
 
 /** The pins as the appliance ships them: the build's ConfigMap among the first-boot manifests. */
 async function shippedPins(): Promise<string> {
-  const configMap = yaml.load(await readFile(join(content.files!.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as { metadata: { name: string; namespace: string }; data: Record<string, string> };
+  const configMap = yaml.load(await readFile(join(content.files!.dir, "tree", MANIFESTS_TARGET, "bpa/kubespray-pins.yaml"), "utf8")) as {
+    metadata: { name: string; namespace: string };
+    data: Record<string, string>;
+  };
   expect(configMap.metadata).toMatchObject({ name: KUBESPRAY_PINS_CONFIGMAP, namespace: "bpa-system" });
   return configMap.data[KUBESPRAY_PINS_KEY]!;
 }
@@ -73,14 +86,20 @@ async function writeInventory(name: string, hosts: AssignedHost[], hostsIni?: st
   const pins = await shippedPins();
   const served = readServedPins(pins);
   if (typeof served === "string") throw new Error(`the build's pins: ${served}`);
-  await writeFile(join(dir, "group_vars/all/offline.yml"), renderGroupVars(config, "site/cluster", clusterVersion(config.kubernetesVersions ?? served.kubernetesVersions)));
+  await writeFile(
+    join(dir, "group_vars/all/offline.yml"),
+    renderGroupVars(config, "site/cluster", clusterVersion(config.kubernetesVersions ?? served.kubernetesVersions)),
+  );
   await writeFile(join(dir, "kubespray-pins.yml"), pins);
   return dir;
 }
 
 /** ansible-playbook as the runner runs it: the pins as extra vars (`after`: extra vars that override even them). */
 function ansible(inventory: string, args: string[], after: string[] = []) {
-  return inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", ...args, "-e", `@${PINS}`, ...after], { binds: { [inventory]: "/tmp/inventory" }, cwd: "/kubespray" });
+  return inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", ...args, "-e", `@${PINS}`, ...after], {
+    binds: { [inventory]: "/tmp/inventory" },
+    cwd: "/kubespray",
+  });
 }
 
 async function sha256(path: string): Promise<string> {
@@ -113,7 +132,11 @@ describe("the runner image", () => {
     expect(version.exitCode, version.all).toBe(0);
     expect(version.all).toContain(`ansible-playbook [core ${core}]`);
     expect(version.all).toMatch(/python version = 3\.13\.\d+ .*\(\/usr\/bin\/python3\)/);
-    const modules = await inImage(root, ["python3", "-c", "import jmespath, netaddr, cryptography, ansible_collections.community.crypto, ansible_collections.ansible.utils; print(cryptography.__version__)"]);
+    const modules = await inImage(root, [
+      "python3",
+      "-c",
+      "import jmespath, netaddr, cryptography, ansible_collections.community.crypto, ansible_collections.ansible.utils; print(cryptography.__version__)",
+    ]);
     expect(modules.exitCode, modules.all).toBe(0);
     expect(modules.all.trim()).toBe(/^cryptography==(\S+)/m.exec(requirements)![1]);
     expect((await inImage(root, ["test", "-e", "/usr/bin/ansible-playbook"])).exitCode).toBe(1);
@@ -127,8 +150,13 @@ describe("the runner image", () => {
     // The one version served; the BPA reads it from the pins (its shipped configuration does not narrow them), and its group variables name it.
     expect(Object.keys((pins.kubelet_checksums as Record<string, Record<string, string>>).amd64!)).toEqual([version]);
     expect((await shippedConfig()).kubernetesVersions).toBeUndefined();
-    expect(readServedPins(text)).toMatchObject({ kubernetesVersions: [version], components: { containerd: expect.any(String), etcd: "3.6.6", "cni-plugins": expect.any(String) } });
-    expect(yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8"))).toMatchObject({ kube_version: version });
+    expect(readServedPins(text)).toMatchObject({
+      kubernetesVersions: [version],
+      components: { containerd: expect.any(String), etcd: "3.6.6", "cni-plugins": expect.any(String) },
+    });
+    expect(
+      yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8")),
+    ).toMatchObject({ kube_version: version });
     expect(await readFile(join(content.files!.dir, KUBESPRAY_PINS), "utf8")).toBe(text);
     const served = join(content.files!.dir, "tree", FILES_ROOT, "kubespray/dl.k8s.io/release", kubernetesVersion, "bin/linux/amd64");
     for (const name of ["kubeadm", "kubelet", "kubectl"]) {
@@ -152,10 +180,19 @@ describe("kubespray's inventory validation (playbooks/boilerplate.yml) in the ru
   it("scale.yml limited as the BPA's scale Job limits it reaches the first master's certificate upload and the new node's join", async () => {
     const node1 = host("node1", "master", 0, "10.10.0.11");
     const node2 = host("node2", "worker", 0, "10.10.0.12");
-    const next = nextOperation({ cluster: { hosts: [node1], kubernetesVersion, mastersAreNodes: true, revision: 1 }, wanted: [node1, node2], wantedVersion: kubernetesVersion, servedVersions: [kubernetesVersion] });
+    const next = nextOperation({
+      cluster: { hosts: [node1], kubernetesVersion, mastersAreNodes: true, revision: 1 },
+      wanted: [node1, node2],
+      wantedVersion: kubernetesVersion,
+      servedVersions: [kubernetesVersion],
+    });
     if (!("operation" in next)) throw new Error(`expected a scale operation, got ${JSON.stringify(next)}`);
     const op = next.operation;
-    const inventory = await writeInventory("scale", op.inventoryHosts, renderHostsIni(op.inventoryHosts, { provisioning: "site/cluster", installHash: "1".repeat(64) }, { mastersAreNodes: op.mastersAreNodes }));
+    const inventory = await writeInventory(
+      "scale",
+      op.inventoryHosts,
+      renderHostsIni(op.inventoryHosts, { provisioning: "site/cluster", installHash: "1".repeat(64) }, { mastersAreNodes: op.mastersAreNodes }),
+    );
     /** play name -> its hosts, from ansible-playbook --list-hosts. */
     const plays = async (limit: string) => {
       const r = await ansible(inventory, ["scale.yml", "--list-hosts", "--limit", limit]);
@@ -204,11 +241,15 @@ describe("what kubespray downloads for the BPA's inventory", () => {
     await mkdir(out, { recursive: true });
     const play = join(work, "offline-list.yml");
     await writeFile(play, await readFile(join(REPO, "builder/kubespray/offline-list.yml"), "utf8"));
-    const result = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/offline-list.yml", "-e", `@${PINS}`, "-e", "offline_list_out=/tmp/out"], {
-      binds: { [inventory]: "/tmp/inventory", [work]: "/tmp/play", [out]: "/tmp/out" },
-      cwd: "/kubespray",
-      env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
-    });
+    const result = await inImage(
+      root,
+      ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/offline-list.yml", "-e", `@${PINS}`, "-e", "offline_list_out=/tmp/out"],
+      {
+        binds: { [inventory]: "/tmp/inventory", [work]: "/tmp/play", [out]: "/tmp/out" },
+        cwd: "/kubespray",
+        env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
+      },
+    );
     expect(result.exitCode, result.all.slice(-3000)).toBe(0);
     const lines = new Set<string>();
     for (const file of await readdir(out)) for (const line of (await readFile(join(out, file), "utf8")).split("\n")) if (line.trim()) lines.add(line.trim());
@@ -240,7 +281,13 @@ describe("what kubespray downloads for the BPA's inventory", () => {
     }
     console.log(`kubespray downloads for a master and a worker: ${checked.length} served and checked (${checked.join(", ")}); not served: ${missing.length}`);
     const etcdVersion = ((await loadLock(DEFAULT_LOCK)).artifacts.etcd as { version: string }).version;
-    expect(checked).toEqual(expect.arrayContaining([`dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`, `github.com/etcd-io/etcd/releases/download/${etcdVersion}/etcd-${etcdVersion}-linux-amd64.tar.gz`, `etcd:${content.selection!.images.find((i) => i.repository === "etcd")!.tag}`]));
+    expect(checked).toEqual(
+      expect.arrayContaining([
+        `dl.k8s.io/release/${kubernetesVersion}/bin/linux/amd64/kubeadm`,
+        `github.com/etcd-io/etcd/releases/download/${etcdVersion}/etcd-${etcdVersion}-linux-amd64.tar.gz`,
+        `etcd:${content.selection!.images.find((i) => i.repository === "etcd")!.tag}`,
+      ]),
+    );
     expect(missing, "kubespray downloads these, and the appliance does not serve them").toEqual([]);
   });
 });
@@ -293,7 +340,19 @@ describe("the workers' API-server proxy", () => {
     expect(pins.haproxy_image_tag).toBe(haproxyRef.split(":")[1]);
     const haproxyRoot = join(work, "haproxy-root");
     const image = await unpackImage(content.images!.dir, haproxyRef, haproxyRoot);
-    const config = JSON.parse(await readFile(join(content.images!.dir, "oci/blobs/sha256", JSON.parse(await readFile(join(content.images!.dir, "oci/blobs/sha256", image.digest.replace("sha256:", "")), "utf8")).config.digest.replace("sha256:", "")), "utf8"));
+    const config = JSON.parse(
+      await readFile(
+        join(
+          content.images!.dir,
+          "oci/blobs/sha256",
+          JSON.parse(await readFile(join(content.images!.dir, "oci/blobs/sha256", image.digest.replace("sha256:", "")), "utf8")).config.digest.replace(
+            "sha256:",
+            "",
+          ),
+        ),
+        "utf8",
+      ),
+    );
     // kubespray's static pod mounts its configuration at /usr/local/etc/haproxy/ and runs the image's own command.
     expect(config.config.Entrypoint).toEqual(["/usr/sbin/haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]);
     const check = await inImage(haproxyRoot, ["/usr/sbin/haproxy", "-c", "-V", "-f", "/tmp/cfg/haproxy-node2.cfg"], { binds: { [out]: "/tmp/cfg" } });
@@ -301,4 +360,3 @@ describe("the workers' API-server proxy", () => {
     expect(check.all).toContain("Configuration file is valid");
   });
 });
-

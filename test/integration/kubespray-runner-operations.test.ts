@@ -37,14 +37,33 @@ beforeAll(async () => {
   record = join(work, "record");
   await mkdir(join(tree, "playbooks"), { recursive: true });
   await mkdir(record);
-  await writeFile(join(tree, "README.md"), "# kubespray STAND-IN\n\nNot kubespray: icn-bootstrap's runner test writes it; its playbooks only record how they were run.\n");
-  await writeFile(join(tree, "ansible.cfg"), `[defaults]\nfact_caching = jsonfile\nfact_caching_connection = ${join(work, "facts")}\nhost_key_checking = False\n`);
-  for (const name of ["cluster.yml", "scale.yml", "remove-node.yml", "upgrade-cluster.yml", "playbooks/facts.yml"]) await writeFile(join(tree, name), RECORD_PLAY(name));
+  await writeFile(
+    join(tree, "README.md"),
+    "# kubespray STAND-IN\n\nNot kubespray: icn-bootstrap's runner test writes it; its playbooks only record how they were run.\n",
+  );
+  await writeFile(
+    join(tree, "ansible.cfg"),
+    `[defaults]\nfact_caching = jsonfile\nfact_caching_connection = ${join(work, "facts")}\nhost_key_checking = False\n`,
+  );
+  for (const name of ["cluster.yml", "scale.yml", "remove-node.yml", "upgrade-cluster.yml", "playbooks/facts.yml"])
+    await writeFile(join(tree, name), RECORD_PLAY(name));
   const inventory = join(work, "inventory");
   await mkdir(join(inventory, "group_vars", "all"), { recursive: true });
   await writeFile(
     join(inventory, "hosts.ini"),
-    ["[all]", "m0 ansible_connection=local ansible_python_interpreter=python3", "w1 ansible_connection=local ansible_python_interpreter=python3", "", "[kube_control_plane]", "m0", "", "[kube_node]", "m0", "w1", ""].join("\n"),
+    [
+      "[all]",
+      "m0 ansible_connection=local ansible_python_interpreter=python3",
+      "w1 ansible_connection=local ansible_python_interpreter=python3",
+      "",
+      "[kube_control_plane]",
+      "m0",
+      "",
+      "[kube_node]",
+      "m0",
+      "w1",
+      "",
+    ].join("\n"),
   );
   await writeFile(join(inventory, "group_vars", "all", "offline.yml"), `---\nstandin_record: ${record}\nkube_version: 1.35.4\n`);
   await writeFile(join(inventory, "registry-ca.crt"), makeTestCA("runner operations test CA").pem);
@@ -93,7 +112,11 @@ describe("the runner's day-2 operations", () => {
   });
 
   it("remove: remove-node.yml with node and skip_confirmation as extra variables, on every host of the inventory", async () => {
-    const { result, runs } = await runner({ BPA_OPERATION: "remove", BPA_PLAYBOOK: "remove-node.yml", BPA_EXTRA_VARS: JSON.stringify({ node: "w1", skip_confirmation: "true" }) });
+    const { result, runs } = await runner({
+      BPA_OPERATION: "remove",
+      BPA_PLAYBOOK: "remove-node.yml",
+      BPA_EXTRA_VARS: JSON.stringify({ node: "w1", skip_confirmation: "true" }),
+    });
     expect(result.exitCode, result.all).toBe(0);
     expect(Object.keys(runs)).toEqual(["remove-node.yml-m0", "remove-node.yml-w1"]);
     expect(runs["remove-node.yml-w1"]).toMatchObject({ node: "w1", skip_confirmation: "true", limit: "" });

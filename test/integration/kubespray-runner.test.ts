@@ -71,7 +71,9 @@ beforeAll(async () => {
 
   // The stand-in kubespray release, served over HTTP and pinned by sha256 in a copy of the lock file.
   const tarball = await buildKubesprayStandIn(work);
-  const sha256 = createHash("sha256").update(await readFile(tarball)).digest("hex");
+  const sha256 = createHash("sha256")
+    .update(await readFile(tarball))
+    .digest("hex");
   tarballServer = createServer((req, res) => {
     if (req.url !== `/${tarball.split("/").pop()}`) return void res.writeHead(404).end();
     res.writeHead(200);
@@ -81,7 +83,14 @@ beforeAll(async () => {
   const port = (tarballServer.address() as { port: number }).port;
   const lockText = await readFile(DEFAULT_LOCK, "utf8");
   const lock = yaml.load(lockText) as { artifacts: Record<string, unknown> };
-  lock.artifacts.kubespray = { source: "url", url: `http://127.0.0.1:${port}/${tarball.split("/").pop()}`, sha256, version: STANDIN_VERSION, executable: false, profile: "default" };
+  lock.artifacts.kubespray = {
+    source: "url",
+    url: `http://127.0.0.1:${port}/${tarball.split("/").pop()}`,
+    sha256,
+    version: STANDIN_VERSION,
+    executable: false,
+    profile: "default",
+  };
   const lockPath = join(work, "appliance.lock.yaml");
   await writeFile(lockPath, yaml.dump(lock));
   await copyFile(join(REPO, "appliance.yaml"), join(work, "appliance.yaml"));
@@ -93,10 +102,21 @@ beforeAll(async () => {
   // record: built as the recipes say, digests not checked against registry-seed/ (the BPA
   // image's pin moves with every bpa/ change until `icn-bootstrap lock-images` re-pins it;
   // the pins are the image tests' business). The pause image used below is compared with its pin.
-  const content = await runStages({ definition: { ...definition, kubespray: { enabled: false, extraKubernetesVersions: [] } }, lock: await loadLock(lockPath), lockPath, stagesDir: stagesDir(), record: true, sections: ["content"] });
+  const content = await runStages({
+    definition: { ...definition, kubespray: { enabled: false, extraKubernetesVersions: [] } },
+    lock: await loadLock(lockPath),
+    lockPath,
+    stagesDir: stagesDir(),
+    record: true,
+    sections: ["content"],
+  });
   const { runStage } = await import("../../builder/stage.js");
   const { filesStage } = await import("../../builder/stages/files.js");
-  const files = await runStage(filesStage, { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection!.images.map((i) => i.ref) }, stagesDir());
+  const files = await runStage(
+    filesStage,
+    { lock: await loadLock(lockPath), lockPath, kubespray: true, images: content.selection!.images.map((i) => i.ref) },
+    stagesDir(),
+  );
   kubesprayTree = join(files.dir, KUBESPRAY_TREE);
   filesRoot = join(files.dir, "tree", FILES_ROOT);
   seededStorage = join(content.registry!.dir, "tree", REGISTRY_STORAGE);
@@ -151,8 +171,40 @@ beforeAll(async () => {
   siteCA = makeTestCA("runner test site CA");
   await writeFile(join(nginxDir, "ca.crt"), siteCA.pem);
   await writeFile(join(nginxDir, "ca.key"), siteCA.keyPem, { mode: 0o600 });
-  await sh("openssl", ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(nginxDir, "tls.key"), "-out", join(nginxDir, "tls.csr"), "-subj", "/CN=registry", "-addext", `subjectAltName=IP:${HOST_IP}`]);
-  await sh("openssl", ["x509", "-req", "-in", join(nginxDir, "tls.csr"), "-CA", join(nginxDir, "ca.crt"), "-CAkey", join(nginxDir, "ca.key"), "-CAcreateserial", "-days", "1", "-copy_extensions", "copy", "-out", join(nginxDir, "tls.crt")]);
+  await sh("openssl", [
+    "req",
+    "-new",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(nginxDir, "tls.key"),
+    "-out",
+    join(nginxDir, "tls.csr"),
+    "-subj",
+    "/CN=registry",
+    "-addext",
+    `subjectAltName=IP:${HOST_IP}`,
+  ]);
+  await sh("openssl", [
+    "x509",
+    "-req",
+    "-in",
+    join(nginxDir, "tls.csr"),
+    "-CA",
+    join(nginxDir, "ca.crt"),
+    "-CAkey",
+    join(nginxDir, "ca.key"),
+    "-CAcreateserial",
+    "-days",
+    "1",
+    "-copy_extensions",
+    "copy",
+    "-out",
+    join(nginxDir, "tls.crt"),
+  ]);
   const tlsPort = await freePort(HOST_IP);
   registryTls = `${HOST_IP}:${tlsPort}`;
   await writeFile(
@@ -163,7 +215,9 @@ beforeAll(async () => {
   process.env.ICN_TEST_FILES_REPO = `http://${HOST_IP}:${nginxPort}/kubespray`;
   for (let i = 0; i < 100; i++) {
     const ready = await execa("ip", ["netns", "exec", NETNS, "sh", "-c", `exec 3<>/dev/tcp/${NODE_IP}/22`], { reject: false, shell: false });
-    const files = await fetch(`${process.env.ICN_TEST_FILES_REPO}/`).then((r) => r.ok).catch(() => false);
+    const files = await fetch(`${process.env.ICN_TEST_FILES_REPO}/`)
+      .then((r) => r.ok)
+      .catch(() => false);
     const tls = await execa("sh", ["-c", `exec 3<>/dev/tcp/${HOST_IP}/${tlsPort}`], { reject: false });
     if (ready.exitCode === 0 && files && tls.exitCode === 0) break;
     await new Promise((r) => setTimeout(r, 100));
@@ -184,122 +238,178 @@ afterAll(async () => {
 });
 
 describe("the kubespray runner against a test host in a network namespace", () => {
-  it("runs the stand-in cluster.yml over SSH (registry pull + file fetch on the node) and hands the kubeconfig back into the Secret", async () => {
-    // The Kubernetes side of the contract: the empty Secret, and a ServiceAccount that may only touch it.
-    const kc = new KubeConfig();
-    kc.loadFromFile(inject("kubeconfigPath"));
-    const core = kc.makeApiClient(CoreV1Api);
-    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    const namespace = `runner-${id}`;
-    const secret = "sample-kubeconfig";
-    await core.createNamespace({ body: { metadata: { name: namespace } } });
-    await core.createNamespacedSecret({ namespace, body: { metadata: { name: secret } } });
-    await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "sample-runner" } } });
-    await rbac.createNamespacedRole({ namespace, body: { metadata: { name: "sample-runner" }, rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [secret], verbs: ["get", "update", "patch"] }] } });
-    await rbac.createNamespacedRoleBinding({
-      namespace,
-      body: { metadata: { name: "sample-runner" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "sample-runner" }, subjects: [{ kind: "ServiceAccount", name: "sample-runner", namespace }] },
-    });
-    const token = (await core.createNamespacedServiceAccountToken({ name: "sample-runner", namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } as AuthenticationV1TokenRequest })).status!.token;
-    const sa = join(work, "serviceaccount");
-    await mkdir(sa, { recursive: true });
-    await writeFile(join(sa, "token"), token);
-    const cluster = kc.getCurrentCluster()!;
-    await writeFile(join(sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
-    const server = new URL(cluster.server);
+  it(
+    "runs the stand-in cluster.yml over SSH (registry pull + file fetch on the node) and hands the kubeconfig back into the Secret",
+    async () => {
+      // The Kubernetes side of the contract: the empty Secret, and a ServiceAccount that may only touch it.
+      const kc = new KubeConfig();
+      kc.loadFromFile(inject("kubeconfigPath"));
+      const core = kc.makeApiClient(CoreV1Api);
+      const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+      const namespace = `runner-${id}`;
+      const secret = "sample-kubeconfig";
+      await core.createNamespace({ body: { metadata: { name: namespace } } });
+      await core.createNamespacedSecret({ namespace, body: { metadata: { name: secret } } });
+      await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "sample-runner" } } });
+      await rbac.createNamespacedRole({
+        namespace,
+        body: {
+          metadata: { name: "sample-runner" },
+          rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [secret], verbs: ["get", "update", "patch"] }],
+        },
+      });
+      await rbac.createNamespacedRoleBinding({
+        namespace,
+        body: {
+          metadata: { name: "sample-runner" },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "sample-runner" },
+          subjects: [{ kind: "ServiceAccount", name: "sample-runner", namespace }],
+        },
+      });
+      const token = (
+        await core.createNamespacedServiceAccountToken({
+          name: "sample-runner",
+          namespace,
+          body: { spec: { audiences: [], expirationSeconds: 600 } } as AuthenticationV1TokenRequest,
+        })
+      ).status!.token;
+      const sa = join(work, "serviceaccount");
+      await mkdir(sa, { recursive: true });
+      await writeFile(join(sa, "token"), token);
+      const cluster = kc.getCurrentCluster()!;
+      await writeFile(join(sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
+      const server = new URL(cluster.server);
 
-    // The inventory as the BPA writes it (bpa/inventory: hosts.ini + group_vars/all/offline.yml).
-    const inventory = join(work, "inventory");
-    await mkdir(join(inventory, "group_vars/all"), { recursive: true });
-    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP} etcd_member_name=etcd1\n\n[kube_control_plane]\nnode1\n\n[etcd]\nnode1\n\n[kube_node]\nnode1\n\n[calico_rr]\n\n[k8s_cluster:children]\nkube_control_plane\nkube_node\ncalico_rr\n`);
-    const { groupVars } = await import("../../bpa/inventory/group-vars.js");
-    const { parseConfig } = await import("../../bpa/config/config.js");
-    // The CA goes to a path under the test's directory: the node (a network namespace) shares this machine's files.
-    const caNodePath = join(work, "node-etc/icn-bootstrap/registry-ca.crt");
-    const vars = groupVars(
-      parseConfig(
-        { runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest", registryHost: registryTls, filesRepo: process.env.ICN_TEST_FILES_REPO!, registryCA: { nodePath: caNodePath } },
-        "test",
-      ),
-    );
-    await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
-    const nodeDir = join(work, "node");
-    await writeFile(
-      join(inventory, "group_vars/all/offline.yml"),
-      yaml.dump({ ...vars, kube_version: kubernetesVersion.replace(/^v/, ""), pod_infra_version: pauseRef.split(":")[1], kubeadm_sha256: kubeadmSha256, standin_node_dir: nodeDir }),
-    );
+      // The inventory as the BPA writes it (bpa/inventory: hosts.ini + group_vars/all/offline.yml).
+      const inventory = join(work, "inventory");
+      await mkdir(join(inventory, "group_vars/all"), { recursive: true });
+      await writeFile(
+        join(inventory, "hosts.ini"),
+        `[all]\nnode1 ansible_host=${NODE_IP} ip=${NODE_IP} etcd_member_name=etcd1\n\n[kube_control_plane]\nnode1\n\n[etcd]\nnode1\n\n[kube_node]\nnode1\n\n[calico_rr]\n\n[k8s_cluster:children]\nkube_control_plane\nkube_node\ncalico_rr\n`,
+      );
+      const { groupVars } = await import("../../bpa/inventory/group-vars.js");
+      const { parseConfig } = await import("../../bpa/config/config.js");
+      // The CA goes to a path under the test's directory: the node (a network namespace) shares this machine's files.
+      const caNodePath = join(work, "node-etc/icn-bootstrap/registry-ca.crt");
+      const vars = groupVars(
+        parseConfig(
+          {
+            runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:latest",
+            registryHost: registryTls,
+            filesRepo: process.env.ICN_TEST_FILES_REPO!,
+            registryCA: { nodePath: caNodePath },
+          },
+          "test",
+        ),
+      );
+      await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
+      const nodeDir = join(work, "node");
+      await writeFile(
+        join(inventory, "group_vars/all/offline.yml"),
+        yaml.dump({
+          ...vars,
+          kube_version: kubernetesVersion.replace(/^v/, ""),
+          pod_infra_version: pauseRef.split(":")[1],
+          kubeadm_sha256: kubeadmSha256,
+          standin_node_dir: nodeDir,
+        }),
+      );
 
-    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
-      reject: false,
-      all: true,
-      env: {
-        BPA_MODE: "install",
-        BPA_INVENTORY: join(inventory, "hosts.ini"),
-        BPA_PLAYBOOK: "cluster.yml",
-        BPA_SSH_KEY: join(work, "ssh/id_ed25519"),
-        BPA_KUBESPRAY_DIR: kubesprayTree,
-        BPA_KUBECONFIG_SECRET: secret,
-        BPA_KUBECONFIG_SECRET_KEY: "kubeconfig",
-        BPA_NAMESPACE: namespace,
-        BPA_PROVISIONING: "sample",
-        BPA_INSTALL_HASH: "0123456789abcdef0123",
-        BPA_REGISTRY_CA: join(inventory, "registry-ca.crt"),
-        BPA_REGISTRY_CA_NODE_PATH: caNodePath,
-        BPA_SERVICEACCOUNT_DIR: sa,
-        BPA_WORK_DIR: work,
-        KUBERNETES_SERVICE_HOST: server.hostname,
-        KUBERNETES_SERVICE_PORT: server.port || "443",
-        ANSIBLE_HOST_KEY_CHECKING: "False",
-        ANSIBLE_SSH_ARGS: "-o ControlMaster=no -o UserKnownHostsFile=/dev/null",
-      },
-    });
-    expect(result.exitCode, result.all).toBe(0);
-    expect(result.all).toMatch(/ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0/);
-    expect(result.all).toContain(`kubeconfig handed back: Secret ${namespace}/${secret} key kubeconfig`);
+      const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+        reject: false,
+        all: true,
+        env: {
+          BPA_MODE: "install",
+          BPA_INVENTORY: join(inventory, "hosts.ini"),
+          BPA_PLAYBOOK: "cluster.yml",
+          BPA_SSH_KEY: join(work, "ssh/id_ed25519"),
+          BPA_KUBESPRAY_DIR: kubesprayTree,
+          BPA_KUBECONFIG_SECRET: secret,
+          BPA_KUBECONFIG_SECRET_KEY: "kubeconfig",
+          BPA_NAMESPACE: namespace,
+          BPA_PROVISIONING: "sample",
+          BPA_INSTALL_HASH: "0123456789abcdef0123",
+          BPA_REGISTRY_CA: join(inventory, "registry-ca.crt"),
+          BPA_REGISTRY_CA_NODE_PATH: caNodePath,
+          BPA_SERVICEACCOUNT_DIR: sa,
+          BPA_WORK_DIR: work,
+          KUBERNETES_SERVICE_HOST: server.hostname,
+          KUBERNETES_SERVICE_PORT: server.port || "443",
+          ANSIBLE_HOST_KEY_CHECKING: "False",
+          ANSIBLE_SSH_ARGS: "-o ControlMaster=no -o UserKnownHostsFile=/dev/null",
+        },
+      });
+      expect(result.exitCode, result.all).toBe(0);
+      expect(result.all).toMatch(/ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0/);
+      expect(result.all).toContain(`kubeconfig handed back: Secret ${namespace}/${secret} key kubeconfig`);
 
-    // The site CA reached the node before the stand-in's cluster.yml, which found it there (its assert) and pulled over TLS with it.
-    expect(await readFile(caNodePath, "utf8")).toBe(siteCA.pem);
-    const caStat = await stat(caNodePath);
-    expect({ mode: caStat.mode & 0o777, uid: caStat.uid }).toEqual({ mode: 0o644, uid: 0 });
-    const output = result.all!;
-    expect(output.indexOf(`putting the registry's site CA ${join(inventory, "registry-ca.crt")} on every node at ${caNodePath}`)).toBeGreaterThan(-1);
-    expect(output.indexOf("Put the registry's site CA on every node")).toBeLessThan(output.indexOf("Stand-in cluster.yml"));
-    expect(output).toMatch(/TASK \[The CA is already on the node \(put there before this playbook\), 0644, owned by root\][^\n]*\nok: \[node1\]/);
+      // The site CA reached the node before the stand-in's cluster.yml, which found it there (its assert) and pulled over TLS with it.
+      expect(await readFile(caNodePath, "utf8")).toBe(siteCA.pem);
+      const caStat = await stat(caNodePath);
+      expect({ mode: caStat.mode & 0o777, uid: caStat.uid }).toEqual({ mode: 0o644, uid: 0 });
+      const output = result.all!;
+      expect(output.indexOf(`putting the registry's site CA ${join(inventory, "registry-ca.crt")} on every node at ${caNodePath}`)).toBeGreaterThan(-1);
+      expect(output.indexOf("Put the registry's site CA on every node")).toBeLessThan(output.indexOf("Stand-in cluster.yml"));
+      expect(output).toMatch(/TASK \[The CA is already on the node \(put there before this playbook\), 0644, owned by root\][^\n]*\nok: \[node1\]/);
 
-    // On the node: the image pulled by digest from the seeded registry, and kubeadm from the file server.
-    const seeded = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest: string }[] };
-    const pause = seeded.images.find((i) => i.ref === pauseRef)!;
-    expect((await readFile(join(nodeDir, "pause.digest"), "utf8")).trim()).toBe(pause.digest);
-    expect(createHash("sha256").update(await readFile(join(nodeDir, "kubeadm"))).digest("hex")).toBe(kubeadmSha256);
+      // On the node: the image pulled by digest from the seeded registry, and kubeadm from the file server.
+      const seeded = yaml.load(await readFile(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest: string }[] };
+      const pause = seeded.images.find((i) => i.ref === pauseRef)!;
+      expect((await readFile(join(nodeDir, "pause.digest"), "utf8")).trim()).toBe(pause.digest);
+      expect(
+        createHash("sha256")
+          .update(await readFile(join(nodeDir, "kubeadm")))
+          .digest("hex"),
+      ).toBe(kubeadmSha256);
 
-    // In the API: the kubeconfig, pointed at the first control-plane host.
-    const stored = await core.readNamespacedSecret({ name: secret, namespace });
-    const kubeconfig = Buffer.from(stored.data!.kubeconfig!, "base64").toString();
-    expect(kubeconfig).toContain("STAND-IN kubeconfig");
-    expect(kubeconfig).toMatch(new RegExp(`server: https://${NODE_IP.replace(/\./g, "\\.")}:6443`));
+      // In the API: the kubeconfig, pointed at the first control-plane host.
+      const stored = await core.readNamespacedSecret({ name: secret, namespace });
+      const kubeconfig = Buffer.from(stored.data!.kubeconfig!, "base64").toString();
+      expect(kubeconfig).toContain("STAND-IN kubeconfig");
+      expect(kubeconfig).toMatch(new RegExp(`server: https://${NODE_IP.replace(/\./g, "\\.")}:6443`));
 
-    // The runner's token could write that Secret and nothing else.
-    const other = await fetch(`${cluster.server}/api/v1/namespaces/${namespace}/secrets`, { headers: { Authorization: `Bearer ${token}` } }).catch(() => undefined);
-    expect(other === undefined || other.status === 403).toBe(true);
-  }, 10 * 60_000);
+      // The runner's token could write that Secret and nothing else.
+      const other = await fetch(`${cluster.server}/api/v1/namespaces/${namespace}/secrets`, { headers: { Authorization: `Bearer ${token}` } }).catch(
+        () => undefined,
+      );
+      expect(other === undefined || other.status === 403).toBe(true);
+    },
+    10 * 60_000,
+  );
 
-  it("fails with the playbook's exit code and names the cause when the host cannot be reached", async () => {
-    const inventory = join(work, "inventory-bad");
-    await mkdir(inventory, { recursive: true });
-    // The test host, on a port where nothing listens: ssh is refused at once.
-    await writeFile(join(inventory, "hosts.ini"), `[all]\nnode9 ansible_host=${NODE_IP} ansible_port=2222 ip=${NODE_IP}\n[kube_control_plane]\nnode9\n`);
-    await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
-    const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
-      reject: false,
-      all: true,
-      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, ANSIBLE_TIMEOUT: "3", ANSIBLE_HOST_KEY_CHECKING: "False", BPA_TERMINATION_LOG: join(work, "termination-log") },
-    });
-    expect(result.exitCode).not.toBe(0);
-    // The first thing that needs the host is putting the CA on it: the task, the host and ssh's answer are named.
-    expect(result.all).toMatch(/bpa-runner: error: could not put the registry's site CA on the nodes at \/etc\/icn-bootstrap\/registry-ca\.crt \(ansible-playbook exit code \d+: task "The CA's directory" unreachable on host node9: Failed to connect to the host via ssh: .*Connection refused\); cluster\.yml was not run/);
-    // The same words are the pod's termination message, which the BPA puts in the Failed condition.
-    expect(await readFile(join(work, "termination-log"), "utf8")).toMatch(/^could not put the registry's site CA .* task "The CA's directory" unreachable on host node9: /);
-  }, 2 * 60_000);
+  it(
+    "fails with the playbook's exit code and names the cause when the host cannot be reached",
+    async () => {
+      const inventory = join(work, "inventory-bad");
+      await mkdir(inventory, { recursive: true });
+      // The test host, on a port where nothing listens: ssh is refused at once.
+      await writeFile(join(inventory, "hosts.ini"), `[all]\nnode9 ansible_host=${NODE_IP} ansible_port=2222 ip=${NODE_IP}\n[kube_control_plane]\nnode9\n`);
+      await writeFile(join(inventory, "registry-ca.crt"), siteCA.pem);
+      const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
+        reject: false,
+        all: true,
+        env: {
+          BPA_INVENTORY: join(inventory, "hosts.ini"),
+          BPA_SSH_KEY: join(work, "ssh/id_ed25519"),
+          BPA_KUBESPRAY_DIR: kubesprayTree,
+          BPA_WORK_DIR: work,
+          ANSIBLE_TIMEOUT: "3",
+          ANSIBLE_HOST_KEY_CHECKING: "False",
+          BPA_TERMINATION_LOG: join(work, "termination-log"),
+        },
+      });
+      expect(result.exitCode).not.toBe(0);
+      // The first thing that needs the host is putting the CA on it: the task, the host and ssh's answer are named.
+      expect(result.all).toMatch(
+        /bpa-runner: error: could not put the registry's site CA on the nodes at \/etc\/icn-bootstrap\/registry-ca\.crt \(ansible-playbook exit code \d+: task "The CA's directory" unreachable on host node9: Failed to connect to the host via ssh: .*Connection refused\); cluster\.yml was not run/,
+      );
+      // The same words are the pod's termination message, which the BPA puts in the Failed condition.
+      expect(await readFile(join(work, "termination-log"), "utf8")).toMatch(
+        /^could not put the registry's site CA .* task "The CA's directory" unreachable on host node9: /,
+      );
+    },
+    2 * 60_000,
+  );
 
   it("refuses to start without the registry's site CA in the mounted inventory, naming the file", async () => {
     const inventory = join(work, "inventory-no-ca");
@@ -334,7 +444,13 @@ describe("the kubespray runner against a test host in a network namespace", () =
     const result = await execa("python3", [join(REPO, "images/kubespray-runner/entrypoint.py"), "install"], {
       reject: false,
       all: true,
-      env: { BPA_INVENTORY: join(inventory, "hosts.ini"), BPA_SSH_KEY: join(work, "ssh/id_ed25519"), BPA_KUBESPRAY_DIR: kubesprayTree, BPA_WORK_DIR: work, BPA_KUBESPRAY_PINS: pins },
+      env: {
+        BPA_INVENTORY: join(inventory, "hosts.ini"),
+        BPA_SSH_KEY: join(work, "ssh/id_ed25519"),
+        BPA_KUBESPRAY_DIR: kubesprayTree,
+        BPA_WORK_DIR: work,
+        BPA_KUBESPRAY_PINS: pins,
+      },
     });
     expect(result.exitCode).toBe(1);
     expect(result.all).toContain(`bpa-runner: error: the kubespray pins ${pins} are missing (BPA_KUBESPRAY_PINS)`);

@@ -60,7 +60,14 @@ beforeAll(async () => {
   await applyCrds(kc);
   ns = await newNamespace(c, "metal3");
   const lock = await loadLock(DEFAULT_LOCK);
-  const content = await runStages({ definition: await loadDefinition(DEFAULT_DEFINITION), lock, lockPath: DEFAULT_LOCK, stagesDir: stagesDir(), sections: ["content"], stopAfterImages: true });
+  const content = await runStages({
+    definition: await loadDefinition(DEFAULT_DEFINITION),
+    lock,
+    lockPath: DEFAULT_LOCK,
+    stagesDir: stagesDir(),
+    sections: ["content"],
+    stopAfterImages: true,
+  });
   const bmoRoot = join(work, "bmo-root");
   await unpackImage(content.images!.dir, BMO, bmoRoot);
   const ironicRoot = await unpackIronic(content.images!.dir, work);
@@ -69,7 +76,12 @@ beforeAll(async () => {
   await writeFile(join(bmoRoot, "kubeconfig"), "");
 
   ironicPort = await freePort();
-  const pod = await startIronicPod({ root: ironicRoot, work, network: { hostNetwork: true }, env: { IRONIC_IP: "127.0.0.1", IRONIC_LISTEN_IP: "127.0.0.1", OS_API__PORT: String(ironicPort) } });
+  const pod = await startIronicPod({
+    root: ironicRoot,
+    work,
+    network: { hostNetwork: true },
+    env: { IRONIC_IP: "127.0.0.1", IRONIC_LISTEN_IP: "127.0.0.1", OS_API__PORT: String(ironicPort) },
+  });
   password = pod.password;
   auth = pod.auth;
   const ironic = pod.servers[0]!.child;
@@ -79,11 +91,16 @@ beforeAll(async () => {
   const kubeconfig = join(work, "kubeconfig");
   await writeFile(kubeconfig, await readFile(inject("kubeconfigPath"), "utf8"));
   bmoLog = join(work, "bmo.log");
-  bmo = startInImage(bmoRoot, ["/baremetal-operator", `--namespace=${ns}`, "--webhook-port=0", "--metrics-addr=0", `--health-addr=127.0.0.1:${await freePort()}`], join(work, "bmo.log"), {
+  bmo = startInImage(
+    bmoRoot,
+    ["/baremetal-operator", `--namespace=${ns}`, "--webhook-port=0", "--metrics-addr=0", `--health-addr=127.0.0.1:${await freePort()}`],
+    join(work, "bmo.log"),
+    {
       hostNetwork: true,
       binds: { [kubeconfig]: "/kubeconfig", [auth]: "/opt/metal3/auth" },
       env: { KUBECONFIG: "/kubeconfig", IRONIC_ENDPOINT: `http://127.0.0.1:${ironicPort}/v1/`, POD_NAMESPACE: ns, POD_NAME: "bmo-test" },
-  });
+    },
+  );
   processes.push(bmo);
 }, 40 * 60_000);
 
@@ -95,7 +112,10 @@ afterAll(async () => {
 describe("Metal3 from the appliance's images", () => {
   it("Ironic answers its API only with the credentials it was started with", async () => {
     const url = `http://127.0.0.1:${ironicPort}/v1/nodes`;
-    const basic = (user: string, pass: string) => ({ authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`, "x-openstack-ironic-api-version": "1.89" });
+    const basic = (user: string, pass: string) => ({
+      authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`,
+      "x-openstack-ironic-api-version": "1.89",
+    });
     expect((await fetch(url)).status).toBe(401);
     expect((await fetch(url, { headers: basic("metal3", "wrong") })).status).toBe(401);
     const ok = await fetch(url, { headers: basic("metal3", password) });
@@ -116,13 +136,18 @@ describe("Metal3 from the appliance's images", () => {
       metadata: { name },
       spec: { online: true, bootMACAddress: mac, ...(bmc ? { bmc: { address: bmc, credentialsName: "bmc" } } : {}) },
     });
-    await c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: host("unreachable", "52:54:00:aa:00:01", `redfish+http://127.0.0.1:${deadBmc}/redfish/v1/Systems/1`) });
+    await c.custom.createNamespacedCustomObject({
+      ...bmhApi,
+      namespace: ns,
+      body: host("unreachable", "52:54:00:aa:00:01", `redfish+http://127.0.0.1:${deadBmc}/redfish/v1/Systems/1`),
+    });
     await c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: host("no-bmc", "52:54:00:aa:00:02") });
     const started = Date.now();
     const failed = await waitFor(
       "the host with the dead BMC in registration error",
       async () => {
-        if (typeof bmo.exitCode === "number") throw new Error(`the baremetal-operator exited (${bmo.exitCode}):\n${(await readFile(bmoLog, "utf8")).slice(-3000)}`);
+        if (typeof bmo.exitCode === "number")
+          throw new Error(`the baremetal-operator exited (${bmo.exitCode}):\n${(await readFile(bmoLog, "utf8")).slice(-3000)}`);
         const h = (await c.custom.getNamespacedCustomObject({ ...bmhApi, namespace: ns, name: "unreachable" })) as Host;
         return h.status?.errorType === "registration error" ? h : undefined;
       },

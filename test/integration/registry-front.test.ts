@@ -35,7 +35,13 @@ async function writeImage(dir: string, ref: string, layerBytes: number): Promise
   });
   const m = await put(manifest);
   await writeFile(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
-  await writeFile(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...m, annotations: { "org.opencontainers.image.ref.name": ref } }] }));
+  await writeFile(
+    join(dir, "index.json"),
+    JSON.stringify({
+      schemaVersion: 2,
+      manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...m, annotations: { "org.opencontainers.image.ref.name": ref } }],
+    }),
+  );
   return m.digest;
 }
 
@@ -65,7 +71,16 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     // The image "shipped" with the appliance: pushed, then its tag made immutable as the build does.
     const layout = join(work, "shipped");
     seededDigest = await writeImage(layout, "pause:3.10.2", 1024 * 1024);
-    const seed = await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:pause:3.10.2`, `docker://${address}/pause:3.10.2`]);
+    const seed = await skopeo([
+      "copy",
+      "--preserve-digests",
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      creds,
+      `oci:${layout}:pause:3.10.2`,
+      `docker://${address}/pause:3.10.2`,
+    ]);
     expect(seed.ok, seed.output).toBe(true);
     // The rules for every image the default appliance ships (long keys: nginx must load them), plus this one.
     const shippedImages = (await loadSeedLists([seedListPath("bootstrap.yaml")])).filter((i) => i.digest && i.ref !== "registry.k8s.io/pause:3.10.2");
@@ -78,7 +93,8 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     await front?.stop();
   });
 
-  const inspect = async (ref: string) => (await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${address}/${ref}`])).output.trim();
+  const inspect = async (ref: string) =>
+    (await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${address}/${ref}`])).output.trim();
 
   it("serves anonymous pulls over TLS, verified with the CA; plain HTTP gets 400", async () => {
     expect(await inspect("pause:3.10.2")).toBe(seededDigest);
@@ -97,7 +113,18 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     const push = await skopeo(["copy", "--dest-tls-verify=false", "--dest-creds", creds, `oci:${layout}:x:1`, `docker://${loopback}/loopback/x:1`]);
     expect(push.ok).toBe(false);
     for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
-      const raw = await execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-u", creds, "-X", method, `http://${loopback}/v2/loopback/x/blobs/uploads/`]);
+      const raw = await execa("curl", [
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-u",
+        creds,
+        "-X",
+        method,
+        `http://${loopback}/v2/loopback/x/blobs/uploads/`,
+      ]);
       expect(raw.stdout, method).toBe("403");
     }
     expect(await readdir(join(storage, "docker/registry/v2/repositories"))).toEqual(["pause"]);
@@ -112,16 +139,39 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
       expect(push.output).toMatch(/unauthorized|authentication required/);
     }
     expect(await readdir(join(storage, "docker/registry/v2/repositories"))).toEqual(["pause"]);
-    const raw = await execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", join(certs, "ca.crt"), "-X", "DELETE", `https://${address}/v2/pause/manifests/${seededDigest}`]);
+    const raw = await execa("curl", [
+      "-s",
+      "-o",
+      "/dev/null",
+      "-w",
+      "%{http_code}",
+      "--cacert",
+      join(certs, "ca.crt"),
+      "-X",
+      "DELETE",
+      `https://${address}/v2/pause/manifests/${seededDigest}`,
+    ]);
     expect(raw.stdout).toBe("401");
   });
 
   it("takes authenticated pushes of new tags, but never over a shipped one (403 naming it and its digest)", async () => {
     const layout = join(work, "site");
     const digest = await writeImage(layout, "site:1", 4096);
-    expect((await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:site:1`, `docker://${address}/pause:site`])).ok).toBe(true);
+    expect(
+      (await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:site:1`, `docker://${address}/pause:site`]))
+        .ok,
+    ).toBe(true);
     expect(await inspect("pause:site")).toBe(digest);
-    const swap = await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:site:1`, `docker://${address}/pause:3.10.2`]);
+    const swap = await skopeo([
+      "copy",
+      "--preserve-digests",
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      creds,
+      `oci:${layout}:site:1`,
+      `docker://${address}/pause:3.10.2`,
+    ]);
     expect(swap.ok).toBe(false);
     expect(swap.output).toContain(`denied: pause:3.10.2 is shipped with this appliance at ${seededDigest}`);
     expect(await inspect("pause:3.10.2")).toBe(seededDigest);
@@ -130,7 +180,16 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
   it("a push that fills the disk fails, and the stored images stay intact and pullable", async () => {
     const layout = join(work, "huge");
     await writeImage(layout, "huge:1", 40 * 1024 * 1024); // more than the 24 MiB tmpfs holds
-    const push = await skopeo(["copy", "--preserve-digests", "--dest-cert-dir", certs, "--dest-creds", creds, `oci:${layout}:huge:1`, `docker://${address}/site/huge:1`]);
+    const push = await skopeo([
+      "copy",
+      "--preserve-digests",
+      "--dest-cert-dir",
+      certs,
+      "--dest-creds",
+      creds,
+      `oci:${layout}:huge:1`,
+      `docker://${address}/site/huge:1`,
+    ]);
     expect(push.ok).toBe(false);
     expect(await inspect("pause:3.10.2")).toBe(seededDigest);
     // Every blob of the shipped image still has its digest: a full copy verifies them.

@@ -15,24 +15,42 @@ const sha = (c: string) => c.repeat(64);
 
 describe("artifact entries", () => {
   const artifacts = Artifacts.parse({
-    kubernetes: { source: "gomod", module: "k8s.io/kubernetes", version: "v1.37.1", dir: "go/kubernetes", goSum: `sha256:${sha("a")}`, binaries: { "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver", kubectl: "k8s.io/kubernetes/cmd/kubectl" } },
+    kubernetes: {
+      source: "gomod",
+      module: "k8s.io/kubernetes",
+      version: "v1.37.1",
+      dir: "go/kubernetes",
+      goSum: `sha256:${sha("a")}`,
+      binaries: { "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver", kubectl: "k8s.io/kubernetes/cmd/kubectl" },
+    },
     "kube-apiserver-release": { source: "url", url: "https://dl.k8s.io/release/v1.37.1/bin/linux/amd64/kube-apiserver", sha256: sha("b"), profile: "upstream" },
   });
 
   it("expands gomod entries into binaries; the default profile ignores upstream entries", () => {
-    expect(targetsOf(artifacts).map((t) => [t.name, t.source])).toEqual([["kube-apiserver", "gomod"], ["kubectl", "gomod"]]);
+    expect(targetsOf(artifacts).map((t) => [t.name, t.source])).toEqual([
+      ["kube-apiserver", "gomod"],
+      ["kubectl", "gomod"],
+    ]);
   });
 
   it("lets an upstream url entry replace a default binary of the same name", () => {
-    const withUpstream = Artifacts.parse({ ...artifacts, "kube-apiserver": { source: "url", url: "https://dl.k8s.io/x", sha256: sha("c"), profile: "upstream" } });
+    const withUpstream = Artifacts.parse({
+      ...artifacts,
+      "kube-apiserver": { source: "url", url: "https://dl.k8s.io/x", sha256: sha("c"), profile: "upstream" },
+    });
     delete withUpstream["kube-apiserver-release"];
-    expect(targetsOf(withUpstream, "upstream").map((t) => [t.name, t.source])).toEqual([["kube-apiserver", "url"], ["kubectl", "gomod"]]);
+    expect(targetsOf(withUpstream, "upstream").map((t) => [t.name, t.source])).toEqual([
+      ["kube-apiserver", "url"],
+      ["kubectl", "gomod"],
+    ]);
   });
 
   it("rejects entries with a wrong source, digest or version", () => {
     expect(Artifacts.safeParse({ x: { source: "git", url: "x" } }).success).toBe(false);
     expect(Artifacts.safeParse({ x: { source: "url", url: "https://a/b", sha256: "abc" } }).success).toBe(false);
-    expect(Artifacts.safeParse({ x: { source: "gomod", module: "a.b/c", version: "1.2.3", dir: "go/x", goSum: sha("a"), binaries: { x: "a.b/c" } } }).success).toBe(false);
+    expect(
+      Artifacts.safeParse({ x: { source: "gomod", module: "a.b/c", version: "1.2.3", dir: "go/x", goSum: sha("a"), binaries: { x: "a.b/c" } } }).success,
+    ).toBe(false);
     expect(LockFile.shape.artifacts.safeParse({ x: { source: "url", url: "https://a/b", sha256: sha("d"), extra: 1 } }).success).toBe(false);
   });
 
@@ -46,7 +64,8 @@ describe("artifact entries", () => {
 
 describe("Kubernetes pinning", () => {
   it("turns staging replace directives into the published v0.MINOR.PATCH modules", () => {
-    const goMod = "replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n";
+    const goMod =
+      "replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n";
     expect(kubernetesStagingReplaces(goMod, "v1.37.1")).toEqual(["k8s.io/api => k8s.io/api v0.37.1", "k8s.io/client-go => k8s.io/client-go v0.37.1"]);
     expect(() => kubernetesStagingReplaces(goMod, "v2.0")).toThrow(UserError);
   });
@@ -105,9 +124,15 @@ describe("Go toolchain checks", () => {
   });
 
   it("explains go failures by cause", () => {
-    expect(classifyGoFailure("go: k8s.io/kubernetes@v1.37.9: invalid version: unknown revision v1.37.9", "kube-apiserver", "go build").hint).toMatch(/lock-artifacts/);
-    expect(classifyGoFailure("verifying k8s.io/api@v0.37.1: checksum mismatch", "kubectl", "go build").message).toMatch(/^kubectl: module verification against the committed go.sum failed/);
-    expect(classifyGoFailure("go: go.mod requires go >= 1.99.0 (running go 1.26.8; GOTOOLCHAIN=local)", "etcd", "go build").hint).toMatch(/install Go 1\.99\.0/);
+    expect(classifyGoFailure("go: k8s.io/kubernetes@v1.37.9: invalid version: unknown revision v1.37.9", "kube-apiserver", "go build").hint).toMatch(
+      /lock-artifacts/,
+    );
+    expect(classifyGoFailure("verifying k8s.io/api@v0.37.1: checksum mismatch", "kubectl", "go build").message).toMatch(
+      /^kubectl: module verification against the committed go.sum failed/,
+    );
+    expect(classifyGoFailure("go: go.mod requires go >= 1.99.0 (running go 1.26.8; GOTOOLCHAIN=local)", "etcd", "go build").hint).toMatch(
+      /install Go 1\.99\.0/,
+    );
   });
 });
 
@@ -115,7 +140,17 @@ describe("fetch table", () => {
   it("lists name, source, version, short digest, size and status", () => {
     const table = formatTable([
       { name: "etcd", source: "gomod", version: "v3.7.0", path: "/x", sha256: sha("e"), size: 30 * 1024 * 1024, status: "cached", seconds: 0 },
-      { name: "kube-apiserver", source: "gomod", version: "v1.37.1", path: "/y", sha256: sha("f"), size: 90 * 1024 * 1024, status: "built", seconds: 312, repaired: "corrupt" },
+      {
+        name: "kube-apiserver",
+        source: "gomod",
+        version: "v1.37.1",
+        path: "/y",
+        sha256: sha("f"),
+        size: 90 * 1024 * 1024,
+        status: "built",
+        seconds: 312,
+        repaired: "corrupt",
+      },
     ]).split("\n");
     expect(table[0]).toMatch(/^NAME\s+SOURCE\s+VERSION\s+SHA256\s+SIZE\s+STATUS$/);
     expect(table[1]).toMatch(/^etcd\s+gomod\s+v3\.7\.0\s+eeeeeeeeeeee\s+30\.0 MiB\s+cached$/);

@@ -30,8 +30,13 @@ async function deployments(): Promise<Map<string, Deployment>> {
 describe("the appliance's boot waits for its own Deployments", () => {
   it("no Deployment the boot waits on reports its rollout failed before the boot stops waiting", async () => {
     const script = await readFile(BOOT_SCRIPT, "utf8");
-    const waits = [...script.matchAll(/kubectl -n (\S+) rollout status deployment\/(\S+) --timeout=(\d+)s/g)].map((m) => ({ key: `${m[1]}/${m[2]}`, seconds: Number(m[3]) }));
-    expect(waits.map((w) => w.key)).toEqual(expect.arrayContaining(["bpa-system/bpa-operator", "baremetal-operator-system/ironic", "baremetal-operator-system/baremetal-operator"]));
+    const waits = [...script.matchAll(/kubectl -n (\S+) rollout status deployment\/(\S+) --timeout=(\d+)s/g)].map((m) => ({
+      key: `${m[1]}/${m[2]}`,
+      seconds: Number(m[3]),
+    }));
+    expect(waits.map((w) => w.key)).toEqual(
+      expect.arrayContaining(["bpa-system/bpa-operator", "baremetal-operator-system/ironic", "baremetal-operator-system/baremetal-operator"]),
+    );
     const shipped = await deployments();
     for (const wait of waits) {
       const deployment = shipped.get(wait.key);

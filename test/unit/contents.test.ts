@@ -56,7 +56,12 @@ describe("root filesystem contents manifest", () => {
     await writeFile(join(overlay, "root/.ssh/authorized_keys"), "ssh-ed25519 AAAA test\n"); // private: 0700 dir, 0600 file
     await symlink("/etc/conf", join(overlay, "etc/new/link"));
     const entries = await listTree(overlay);
-    const existing = new Set(base.split("\n").filter((l) => l.startsWith("d ")).map((l) => l.split(" ").slice(4).join(" ")));
+    const existing = new Set(
+      base
+        .split("\n")
+        .filter((l) => l.startsWith("d "))
+        .map((l) => l.split(" ").slice(4).join(" ")),
+    );
     await writeFile(join(dir, "script"), debugfsScript(entries, existing));
     await execa("debugfs", ["-w", "-f", join(dir, "script"), image]);
     const derived = await applyEntries(base, entries);

@@ -70,7 +70,9 @@ describe("a root tar as a newc initramfs", () => {
   it("keeps files, directories, symlinks and modes, with hard links as the kernel reads them", async () => {
     const { entries } = await convert();
     const byName = new Map(entries.map((e) => [e.name, e]));
-    expect([...byName.keys()]).toEqual(expect.arrayContaining(["usr", "usr/bin", "usr/bin/tool", "usr/bin/tool-again", "usr/bin/tool-link", "boot/vmlinuz-6.12.0-test"]));
+    expect([...byName.keys()]).toEqual(
+      expect.arrayContaining(["usr", "usr/bin", "usr/bin/tool", "usr/bin/tool-again", "usr/bin/tool-link", "boot/vmlinuz-6.12.0-test"]),
+    );
     const tool = byName.get("usr/bin/tool")!;
     expect(tool.mode).toBe(0o100755);
     expect(tool.data.toString()).toBe("#!/bin/sh\necho tool\n");
@@ -103,6 +105,8 @@ describe("a root tar as a newc initramfs", () => {
   });
 
   it("fails naming the entry when a hard link's target was left out", async () => {
-    await expect(convert((path) => path === "usr/bin/tool")).rejects.toThrow(/usr\/bin\/tool-again links to usr\/bin\/tool, which is not in the archive before it/);
+    await expect(convert((path) => path === "usr/bin/tool")).rejects.toThrow(
+      /usr\/bin\/tool-again links to usr\/bin\/tool, which is not in the archive before it/,
+    );
   });
 });

@@ -51,12 +51,16 @@ describe("appliance definition", () => {
 
   it("rejects malformed values with what was expected", () => {
     expect(errorOf(`${minimal}disk:\n  rootFree: lots\n`)).toMatch(/disk\.rootFree: expected a size such as '512MiB'/);
-    expect(errorOf(`${minimal}network:\n  static: { interface: eth0, address: 10.0.0.2 }\n`)).toMatch(/network\.static\.address: expected an IPv4 address with prefix/);
+    expect(errorOf(`${minimal}network:\n  static: { interface: eth0, address: 10.0.0.2 }\n`)).toMatch(
+      /network\.static\.address: expected an IPv4 address with prefix/,
+    );
     expect(errorOf(`${minimal}console:\n  serial: com1\n`)).toMatch(/console\.serial: expected a serial console/);
   });
 
   it("serves extra Kubernetes versions: a release each, with its control-plane image list", () => {
-    expect(errorOf(`${minimal}kubespray:\n  extraKubernetesVersions: [1.35.3]\n`)).toMatch(/kubespray\.extraKubernetesVersions\[0\]: expected a Kubernetes release such as v1\.35\.3/);
+    expect(errorOf(`${minimal}kubespray:\n  extraKubernetesVersions: [1.35.3]\n`)).toMatch(
+      /kubespray\.extraKubernetesVersions\[0\]: expected a Kubernetes release such as v1\.35\.3/,
+    );
     const definition = parseDefinition(`${minimal}kubespray:\n  extraKubernetesVersions: [v1.35.3]\n`, "x.yaml");
     expect(definition.kubespray).toEqual({ enabled: true, extraKubernetesVersions: ["v1.35.3"] });
     const wider = withExtraKubernetes(withExtraKubernetes(definition, ["v1.35.3"]), ["v1.34.7"]);

@@ -25,7 +25,11 @@ describe("first-boot secrets", () => {
   it("no kubectl call takes a secret value on its command line (a --from-literal made by a command substitution, or one named password/token/key)", async () => {
     const offending = (await commands())
       .filter(({ command }) => /\bkubectl\b/.test(command))
-      .flatMap(({ script, command }) => [...command.matchAll(/--from-literal=([\w.-]+)=(\S+)/g)].filter(([, key = "", value = ""]) => value.includes("$(") || /password|token|secret|key/i.test(key)).map(([literal]) => `${script}: ${literal}`));
+      .flatMap(({ script, command }) =>
+        [...command.matchAll(/--from-literal=([\w.-]+)=(\S+)/g)]
+          .filter(([, key = "", value = ""]) => value.includes("$(") || /password|token|secret|key/i.test(key))
+          .map(([literal]) => `${script}: ${literal}`),
+      );
     expect(offending).toEqual([]);
   });
 

@@ -39,7 +39,10 @@ beforeAll(async () => {
     {
       path: "example.test/hello-tools",
       version: "v1.0.0",
-      files: { "go.mod": "module example.test/hello-tools\n\ngo 1.22\n", "main.go": 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello-tools from v1.0.0") }\n' },
+      files: {
+        "go.mod": "module example.test/hello-tools\n\ngo 1.22\n",
+        "main.go": 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello-tools from v1.0.0") }\n',
+      },
     },
     {
       path: "example.test/future",
@@ -60,7 +63,13 @@ describe("gomod source", () => {
   it("generates the wrapper module and pins it in the lock file, keeping the other sections", async () => {
     const artifacts = await lockArtifacts({ lockPath, groups: [hello], goEnv, log });
     const entry = artifacts.hello!;
-    expect(entry).toMatchObject({ source: "gomod", module: "example.test/hello", version: "v1.0.0", dir: "go/hello", binaries: { hello: "example.test/hello/cmd/hello" } });
+    expect(entry).toMatchObject({
+      source: "gomod",
+      module: "example.test/hello",
+      version: "v1.0.0",
+      dir: "go/hello",
+      binaries: { hello: "example.test/hello/cmd/hello" },
+    });
     const goMod = await readFile(join(root, "go/hello/go.mod"), "utf8");
     expect(goMod).toMatch(/^require example\.test\/hello v1\.0\.0\b/m);
     expect(goMod).toMatch(/^go 1\.24$/m); // raised to what tool directives need
@@ -94,7 +103,12 @@ describe("gomod source", () => {
 
   it("builds commands of a project's second module at the same version (alsoRequires)", async () => {
     const lock4 = join(root, "two-modules", "appliance.lock.yaml");
-    const both: GroupSpec = { ...hello, name: "both", alsoRequires: ["example.test/hello-tools"], binaries: { hello: "example.test/hello/cmd/hello", "hello-tools": "example.test/hello-tools" } };
+    const both: GroupSpec = {
+      ...hello,
+      name: "both",
+      alsoRequires: ["example.test/hello-tools"],
+      binaries: { hello: "example.test/hello/cmd/hello", "hello-tools": "example.test/hello-tools" },
+    };
     await lockArtifacts({ lockPath: lock4, groups: [both], goEnv, log });
     const goMod = await readFile(join(root, "two-modules/go/both/go.mod"), "utf8");
     expect(goMod).toMatch(/^\texample\.test\/hello v1\.0\.0\b/m);
@@ -114,7 +128,12 @@ describe("gomod source", () => {
 
   it("refuses a Go toolchain older than the module needs, naming both versions", async () => {
     const lock3 = join(root, "future", "appliance.lock.yaml");
-    const error = await lockArtifacts({ lockPath: lock3, groups: [{ name: "future", module: "example.test/future", version: "v1.0.0", binaries: { future: "example.test/future" } }], goEnv, log }).catch((e: unknown) => e);
+    const error = await lockArtifacts({
+      lockPath: lock3,
+      groups: [{ name: "future", module: "example.test/future", version: "v1.0.0", binaries: { future: "example.test/future" } }],
+      goEnv,
+      log,
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as UserError).message).toMatch(/^future: .*1\.99\.0/);
     expect((error as UserError).hint).toMatch(/install Go 1\.99\.0 or newer/);

@@ -35,7 +35,9 @@ beforeAll(async () => {
   await execa("sh", ["-c", `tar --sort=name --mtime=@0 --owner=0 --group=0 -C ${root} -cf - hello-1.0.0 | gzip -n > ${archive}`]);
   const bytes = await readFile(archive);
   archiveSha = createHash("sha256").update(bytes).digest("hex");
-  server = createServer((req, res) => (req.url === "/hello-1.0.0.tar.gz" ? res.writeHead(200, { "content-length": bytes.length }).end(bytes) : res.writeHead(404).end()));
+  server = createServer((req, res) =>
+    req.url === "/hello-1.0.0.tar.gz" ? res.writeHead(200, { "content-length": bytes.length }).end(bytes) : res.writeHead(404).end(),
+  );
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hello-1.0.0.tar.gz`;
 });
@@ -45,7 +47,8 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const entry = (sha256 = archiveSha) => GoSrcArtifact.parse({ source: "gosrc", url, sha256, version: "v1.0.0", mod: "mod", binaries: { hello: "./cmd/hello" }, ldflags: ["-X main.Version=v1.0.0"] });
+const entry = (sha256 = archiveSha) =>
+  GoSrcArtifact.parse({ source: "gosrc", url, sha256, version: "v1.0.0", mod: "mod", binaries: { hello: "./cmd/hello" }, ldflags: ["-X main.Version=v1.0.0"] });
 
 describe("gosrc artifacts", () => {
   it("builds the program from the pinned archive with its own go.mod and the entry's ldflags, then hits the cache", async () => {

@@ -28,9 +28,22 @@ const result = (name: string, key: string, dir: string): StageResult => ({ name,
 async function rootfs(dir: string): Promise<StageResult> {
   const root = join(dir, "root");
   const dirs: [string, number][] = [
-    ["", 0o755], ["boot", 0o755], ["etc", 0o755], ["etc/nginx", 0o755], ["etc/systemd", 0o755], ["etc/systemd/system", 0o755],
-    ["root", 0o700], ["srv", 0o755], ["usr", 0o755], ["usr/lib", 0o755], ["usr/lib/systemd", 0o755],
-    ["usr/lib/systemd/system", 0o755], ["usr/local", 0o755], ["usr/local/bin", 0o755], ["var", 0o755], ["var/lib", 0o755],
+    ["", 0o755],
+    ["boot", 0o755],
+    ["etc", 0o755],
+    ["etc/nginx", 0o755],
+    ["etc/systemd", 0o755],
+    ["etc/systemd/system", 0o755],
+    ["root", 0o700],
+    ["srv", 0o755],
+    ["usr", 0o755],
+    ["usr/lib", 0o755],
+    ["usr/lib/systemd", 0o755],
+    ["usr/lib/systemd/system", 0o755],
+    ["usr/local", 0o755],
+    ["usr/local/bin", 0o755],
+    ["var", 0o755],
+    ["var/lib", 0o755],
   ];
   for (const [path, mode] of dirs) {
     await mkdir(join(root, path), { recursive: true });
@@ -38,7 +51,18 @@ async function rootfs(dir: string): Promise<StageResult> {
   }
   await writeFile(join(root, "etc/os-release"), "ID=test\n");
   await chmod(join(root, "etc/os-release"), 0o644);
-  await execa("tar", ["-C", root, "--sort=name", "--owner=0", "--group=0", "--numeric-owner", `--mtime=@${EPOCH - 86400}`, "-cf", join(dir, "rootfs.tar"), "."]);
+  await execa("tar", [
+    "-C",
+    root,
+    "--sort=name",
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    `--mtime=@${EPOCH - 86400}`,
+    "-cf",
+    join(dir, "rootfs.tar"),
+    ".",
+  ]);
   return result("rootfs", "test-rootfs", dir);
 }
 
@@ -55,7 +79,12 @@ async function build(work: string, base: StageResult): Promise<{ image: string; 
   const definition = { ...defaults, disk: { ...defaults.disk, rootFree: "1MiB" } };
   // A content layer as a stage writes one (e.g. the registry's storage, the file server's tree).
   const layer = join(work, "layer");
-  await writeTree(join(layer, "tree"), { "etc/nginx/seeded.conf": "map {}\n", "usr/local/bin/tool": "#!/bin/sh\n", "var/lib/registry/blob": "data\n", "srv/files/kubespray/a.txt": "a\n" });
+  await writeTree(join(layer, "tree"), {
+    "etc/nginx/seeded.conf": "map {}\n",
+    "usr/local/bin/tool": "#!/bin/sh\n",
+    "var/lib/registry/blob": "data\n",
+    "srv/files/kubespray/a.txt": "a\n",
+  });
   // An overlay directory as a checkout under this umask has it.
   const overlay = join(work, "overlay");
   await writeTree(overlay, { "etc/motd": "hello\n", "usr/local/sbin/run-me": "#!/bin/sh\n", [SITE_SCRIPT]: await readFile(REPO_SITE_SCRIPT, "utf8") });
@@ -97,7 +126,24 @@ describe("the image does not depend on the host's umask or time zone", () => {
 
     for (const { contents } of [usual, strict]) {
       const modes = Object.fromEntries(
-        ["etc", "etc/nginx", "etc/nginx/seeded.conf", "var/lib", "var/lib/registry", "var/lib/registry/blob", "srv/files/kubespray/a.txt", "usr/local", "usr/local/bin/tool", "root", "boot/grub", "boot/grub/grub.cfg", "etc/motd", "usr/local/sbin", "usr/local/sbin/run-me", SITE_SCRIPT].map((p) => [p, contents.get(p)]),
+        [
+          "etc",
+          "etc/nginx",
+          "etc/nginx/seeded.conf",
+          "var/lib",
+          "var/lib/registry",
+          "var/lib/registry/blob",
+          "srv/files/kubespray/a.txt",
+          "usr/local",
+          "usr/local/bin/tool",
+          "root",
+          "boot/grub",
+          "boot/grub/grub.cfg",
+          "etc/motd",
+          "usr/local/sbin",
+          "usr/local/sbin/run-me",
+          SITE_SCRIPT,
+        ].map((p) => [p, contents.get(p)]),
       );
       expect(modes).toEqual({
         etc: "d 0755 0:0",
@@ -130,7 +176,10 @@ describe("the image does not depend on the host's umask or time zone", () => {
       "pinHostEnvironment();",
       'console.log(JSON.stringify({ before, after: order(), hour: new Date(0).getHours(), shell: execSync("umask; date -d @0 +%H; echo $LC_ALL", { encoding: "utf8" }).split("\\n") }));',
     ].join("\n");
-    const run = await execa("sh", ["-c", 'umask 077 && exec "$@"', "sh", "node", "--import", "tsx", "--input-type=module", "-e", script], { cwd: REPO, env: { TZ: "Pacific/Chatham", LANG: "cs_CZ.UTF-8", LC_ALL: "cs_CZ.UTF-8" } });
+    const run = await execa("sh", ["-c", 'umask 077 && exec "$@"', "sh", "node", "--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: REPO,
+      env: { TZ: "Pacific/Chatham", LANG: "cs_CZ.UTF-8", LC_ALL: "cs_CZ.UTF-8" },
+    });
     // Czech collation puts "ch" after "h": Node takes it from the locale it starts in.
     expect(JSON.parse(run.stdout)).toEqual({ before: "cz h ch", after: "ch cz h", hour: 0, shell: ["0022", "00", "C.UTF-8", ""] });
   });

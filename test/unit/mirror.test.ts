@@ -81,6 +81,8 @@ describe("the upstream mirror", () => {
     const error = await ensureUrlFile("other", entry(missing), ctx(), { attempts: 1 }).catch((e: unknown) => e);
     expect(lines.some((l) => l.includes(`not in the mirror; fetching ${missing}`))).toBe(true);
     expect(error).toBeInstanceOf(UserError);
-    expect((error as UserError).message).toMatch(/cannot download https:\/\/127\.0\.0\.1:1\/owner\/project\/other\.tar\.gz: .*\(and the mirror .* has no copy at http:\/\/127\.0\.0\.1:\d+\/127\.0\.0\.1:1\/owner\/project\/other\.tar\.gz\)/);
+    expect((error as UserError).message).toMatch(
+      /cannot download https:\/\/127\.0\.0\.1:1\/owner\/project\/other\.tar\.gz: .*\(and the mirror .* has no copy at http:\/\/127\.0\.0\.1:\d+\/127\.0\.0\.1:1\/owner\/project\/other\.tar\.gz\)/,
+    );
   });
 });

@@ -125,7 +125,9 @@ describe("image lists and recipes: bad input names the entry", () => {
     expect(selectImages(images, { profile: "default", kubespray: false, allowUnpinned: true }).images).toHaveLength(1);
     // In the upstream profile an entry needs an upstream digest.
     const upstream = await list("noupstream.yaml", "images:\n  - ref: docker.io/library/nginx:1.28.0-alpine\n");
-    await expect(loadSeedLists([upstream]).then((i) => selectImages(i, { profile: "upstream", kubespray: false }))).rejects.toThrow(/nginx:1\.28\.0-alpine has no upstreamDigest/);
+    await expect(loadSeedLists([upstream]).then((i) => selectImages(i, { profile: "upstream", kubespray: false }))).rejects.toThrow(
+      /nginx:1\.28\.0-alpine has no upstreamDigest/,
+    );
   });
 
   it("refuses a malformed entry with its position and reference", async () => {
@@ -168,7 +170,10 @@ describe("image lists and recipes: bad input names the entry", () => {
     const images = join(dir, "images");
     await mkdir(join(images, "big"), { recursive: true });
     await mkdir(join(images, "small"), { recursive: true });
-    await writeFile(join(images, "big/recipe.yaml"), "name: big\nbase: own-debian\ndebian: { packages: [python3-ironic, ipmitool] }\ncopy:\n  - { from: 'recipe:start', to: /start }\nentrypoint: [/start]\n");
+    await writeFile(
+      join(images, "big/recipe.yaml"),
+      "name: big\nbase: own-debian\ndebian: { packages: [python3-ironic, ipmitool] }\ncopy:\n  - { from: 'recipe:start', to: /start }\nentrypoint: [/start]\n",
+    );
     await writeFile(join(images, "big/start"), "#!/bin/sh\n");
     await writeFile(join(images, "small/recipe.yaml"), "name: small\ndebian: { packages: [ca-certificates] }\nentrypoint: [/bin/true]\n");
     const path = await list("own.yaml", "images:\n  - ref: example.org/icn/big:1\n    recipe: big\n  - ref: example.org/icn/small:1\n    recipe: small\n");
@@ -180,17 +185,26 @@ describe("image lists and recipes: bad input names the entry", () => {
     const rootStage = async (name: string, file: string) => {
       const out = join(dir, "fake-stages", name);
       await mkdir(out, { recursive: true });
-      await writeFile(join(out, "base.tar"), await tarBytes([{ path: file, type: "file", mode: 0o644, uid: 0, gid: 0, size: 3, data: { file: join(images, "big/start") } }]));
+      await writeFile(
+        join(out, "base.tar"),
+        await tarBytes([{ path: file, type: "file", mode: 0o644, uid: 0, gid: 0, size: 3, data: { file: join(images, "big/start") } }]),
+      );
       return { name, key: name, dir: out, reused: false, seconds: 0, bytes: 0 };
     };
-    const built = await runStage(imagesStage, { plan, base: await rootStage("shared", "shared.txt"), roots: { big: await rootStage("big-root", "ironic.txt") }, record: true }, join(dir, "stages"));
+    const built = await runStage(
+      imagesStage,
+      { plan, base: await rootStage("shared", "shared.txt"), roots: { big: await rootStage("big-root", "ironic.txt") }, record: true },
+      join(dir, "stages"),
+    );
     const layers = JSON.parse(await readFile(join(built.dir, "images.json"), "utf8")) as { ref: string; layers: { digest: string }[] }[];
     const big = layers.find((i) => i.ref === "example.org/icn/big:1")!;
     const small = layers.find((i) => i.ref === "example.org/icn/small:1")!;
     expect(big.layers).toHaveLength(2);
     expect(small.layers).toHaveLength(2);
     expect(big.layers[0]!.digest).not.toBe(small.layers[0]!.digest); // its own root, not the shared base
-    await expect(runStage(imagesStage, { plan, base: await rootStage("shared", "shared.txt") }, join(dir, "stages2"))).rejects.toThrow(/big has base: own-debian, but its image-root stage did not run/);
+    await expect(runStage(imagesStage, { plan, base: await rootStage("shared", "shared.txt") }, join(dir, "stages2"))).rejects.toThrow(
+      /big has base: own-debian, but its image-root stage did not run/,
+    );
   });
 
   it("refuses an artifacts: entry that names an artifact the recipe does not copy", async () => {
@@ -198,7 +212,10 @@ describe("image lists and recipes: bad input names the entry", () => {
     await mkdir(join(images, "tool"), { recursive: true });
     await writeFile(join(images, "tool/recipe.yaml"), "name: tool\ncopy:\n  - { from: 'recipe:tool.txt', to: /tool.txt }\nentrypoint: [/tool]\n");
     await writeFile(join(images, "tool/tool.txt"), "tool\n");
-    const path = await list("versioned.yaml", `images:\n  - ref: example.org/icn/tool:v2\n    recipe: tool\n    artifacts: { kube-apiserver: kube-apiserver-v1.35.3 }\n    digest: sha256:${"0".repeat(64)}\n`);
+    const path = await list(
+      "versioned.yaml",
+      `images:\n  - ref: example.org/icn/tool:v2\n    recipe: tool\n    artifacts: { kube-apiserver: kube-apiserver-v1.35.3 }\n    digest: sha256:${"0".repeat(64)}\n`,
+    );
     const selection = selectImages(await loadSeedLists([path]), { profile: "default", kubespray: false });
     expect(selection.images[0]!.artifacts).toEqual({ "kube-apiserver": "kube-apiserver-v1.35.3" });
     const error = (await planImages(selection.images, { imagesDir: images }).catch((e: unknown) => e)) as UserError;
@@ -214,7 +231,6 @@ describe("image lists and recipes: bad input names the entry", () => {
   });
 });
 
-
 describe("the upstream profile", () => {
   it("pulls an image by its pinned upstream digest with skopeo into the layout (a local registry stands in for upstream)", async () => {
     const { startRegistry } = await import("../../builder/registry/server.js");
@@ -224,13 +240,22 @@ describe("the upstream profile", () => {
     await writeFile(join(images, "hello/hello.txt"), "hello upstream\n");
     const source = join(dir, "up-source.yaml");
     await writeFile(source, "images:\n  - ref: example.org/icn/hello:1\n    recipe: hello\n");
-    const plan = await planImages(selectImages(await loadSeedLists([source]), { profile: "default", kubespray: false, allowUnpinned: true }).images, { imagesDir: images });
+    const plan = await planImages(selectImages(await loadSeedLists([source]), { profile: "default", kubespray: false, allowUnpinned: true }).images, {
+      imagesDir: images,
+    });
     const built = await runStage(imagesStage, { plan, record: true }, join(dir, "stages"));
     const digest = JSON.parse(await readFile(join(built.dir, "images.json"), "utf8"))[0].digest as string;
     const upstream = await startRegistry(join(dir, "upstream-storage"));
     const previous = process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
     try {
-      await execa("skopeo", ["copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false", `oci:${join(built.dir, "oci")}:icn/hello:1`, `docker://${upstream.address}/icn/hello:1`]);
+      await execa("skopeo", [
+        "copy",
+        "--quiet",
+        "--preserve-digests",
+        "--dest-tls-verify=false",
+        `oci:${join(built.dir, "oci")}:icn/hello:1`,
+        `docker://${upstream.address}/icn/hello:1`,
+      ]);
       // The "upstream" registry is a loopback name that the registries.conf maps to the local one
       // (even unmapped it would stay on loopback).
       const conf = join(dir, "registries.conf");
@@ -248,7 +273,9 @@ describe("the upstream profile", () => {
       // A pin the upstream registry does not have fails the stage with skopeo's error.
       await writeFile(pinned, `images:\n  - ref: 127.0.0.2:5999/icn/hello:1\n    upstreamDigest: sha256:${"2".repeat(64)}\n`);
       const bad = selectImages(await loadSeedLists([pinned]), { profile: "upstream", kubespray: false });
-      await expect(runStage(imagesStage, { plan: await planImages(bad.images) }, join(dir, "stages"))).rejects.toThrow(/skopeo.*failed[\s\S]*manifest unknown|skopeo.*failed/);
+      await expect(runStage(imagesStage, { plan: await planImages(bad.images) }, join(dir, "stages"))).rejects.toThrow(
+        /skopeo.*failed[\s\S]*manifest unknown|skopeo.*failed/,
+      );
     } finally {
       if (previous === undefined) delete process.env.ICN_BOOTSTRAP_REGISTRIES_CONF;
       else process.env.ICN_BOOTSTRAP_REGISTRIES_CONF = previous;

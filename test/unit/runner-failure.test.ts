@@ -32,12 +32,18 @@ describe("the runner's first failed task", () => {
   });
 
   it("names a fatal task's host and message, and an unreachable host as such", async () => {
-    expect(await firstFailure(["TASK [kubernetes/control-plane : Kubeadm | Initialize first control plane node] ***", 'fatal: [node1]: FAILED! => {"changed": true, "msg": "non-zero return code", "rc": 1}'])).toBe(
-      'task "kubernetes/control-plane : Kubeadm | Initialize first control plane node" failed on host node1: non-zero return code',
-    );
-    expect(await firstFailure(["TASK [Gathering Facts] ***", 'fatal: [node9]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host via ssh", "unreachable": true}'])).toBe(
-      'task "Gathering Facts" unreachable on host node9: Failed to connect to the host via ssh',
-    );
+    expect(
+      await firstFailure([
+        "TASK [kubernetes/control-plane : Kubeadm | Initialize first control plane node] ***",
+        'fatal: [node1]: FAILED! => {"changed": true, "msg": "non-zero return code", "rc": 1}',
+      ]),
+    ).toBe('task "kubernetes/control-plane : Kubeadm | Initialize first control plane node" failed on host node1: non-zero return code');
+    expect(
+      await firstFailure([
+        "TASK [Gathering Facts] ***",
+        'fatal: [node9]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host via ssh", "unreachable": true}',
+      ]),
+    ).toBe('task "Gathering Facts" unreachable on host node9: Failed to connect to the host via ssh');
   });
 
   it("is none when nothing failed", async () => {

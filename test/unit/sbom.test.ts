@@ -27,9 +27,25 @@ function input(): SbomInput {
       { set: "base", name: "libc6", version: "2.41-12", architecture: "amd64", sha256: "b".repeat(64) },
       { set: "toolchain", name: "gcc-14", version: "14.2.0-19", architecture: "amd64", sha256: "c".repeat(64) },
     ],
-    goBinaries: [{ name: "kubectl", sha256: "d".repeat(64), info, locations: ["/usr/local/bin/kubectl", "file server /kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubectl"] }],
+    goBinaries: [
+      {
+        name: "kubectl",
+        sha256: "d".repeat(64),
+        info,
+        locations: ["/usr/local/bin/kubectl", "file server /kubespray/dl.k8s.io/release/v1.37.1/bin/linux/amd64/kubectl"],
+      },
+    ],
     containerImages: [
-      { ref: "registry.k8s.io/kube-proxy:v1.37.1", repository: "kube-proxy", tags: ["v1.37.1"], digest: `sha256:${"e".repeat(64)}`, source: "recipe", debianSet: "base", binaries: [], npmPackages: [] },
+      {
+        ref: "registry.k8s.io/kube-proxy:v1.37.1",
+        repository: "kube-proxy",
+        tags: ["v1.37.1"],
+        digest: `sha256:${"e".repeat(64)}`,
+        source: "recipe",
+        debianSet: "base",
+        binaries: [],
+        npmPackages: [],
+      },
       {
         ref: "bootstrap.icn:5000/icn/kubespray-runner:2.31.0",
         repository: "icn/kubespray-runner",
@@ -39,7 +55,10 @@ function input(): SbomInput {
         debianSet: "base",
         binaries: [],
         npmPackages: [],
-        pythonPackages: [{ name: "ansible-core", version: "2.18.19" }, { name: "jmespath", version: "1.1.0" }],
+        pythonPackages: [
+          { name: "ansible-core", version: "2.18.19" },
+          { name: "jmespath", version: "1.1.0" },
+        ],
       },
       {
         ref: "bootstrap.icn:5000/icn/bpa:0.1.0",

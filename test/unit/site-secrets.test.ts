@@ -46,7 +46,8 @@ async function mountFat(image: string): Promise<{ dir: string; unmount: () => Pr
   const fuse = execa("fusefat", ["-f", "-o", "rw+", image, dir], { reject: false, all: true });
   const mounted = async () => (await readFile("/proc/mounts", "utf8")).split("\n").some((l) => l.split(" ")[1] === dir);
   for (let waited = 0; !(await mounted()); waited += 100) {
-    if (fuse.exitCode !== null || waited > 10_000) throw new Error(`this kernel has no vfat and fusefat could not mount ${image} (apt-get install fusefat): ${(fuse.kill(), (await fuse).all)}`);
+    if (fuse.exitCode !== null || waited > 10_000)
+      throw new Error(`this kernel has no vfat and fusefat could not mount ${image} (apt-get install fusefat): ${(fuse.kill(), (await fuse).all)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   return { dir, unmount: async () => void (await execa("fusermount", ["-u", dir]), await fuse) };
@@ -119,7 +120,8 @@ describe("a manifest that holds a Secret, however it is written", () => {
       "50-secretlist.yaml": `apiVersion: v1\nkind: SecretList\nitems:\n  - ${JSON.stringify(item("typed-bmc"))}\n`,
       "60-bmc.json": JSON.stringify(item("json-bmc"), null, "\t") + "\n",
       "70-list.json": JSON.stringify({ apiVersion: "v1", kind: "List", items: [item("json-list-bmc")] }),
-      "80-stream.json": JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "s" } }) + "\n" + JSON.stringify(item("stream-bmc"), null, "\t"),
+      "80-stream.json":
+        JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "s" } }) + "\n" + JSON.stringify(item("stream-bmc"), null, "\t"),
     });
     const checked = await py("check", folder);
     expect(checked.code, checked.all).toBe(0);
@@ -139,7 +141,10 @@ describe("a manifest that holds a Secret, however it is written", () => {
   });
 
   it("checks a List's items as objects (a List itself has no name)", async () => {
-    const folder = await siteFolder({ "list.yaml": "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Secret\n    metadata: {name: Bad_Name}\n  - kind: Secret\n    metadata: {name: ok}\n" });
+    const folder = await siteFolder({
+      "list.yaml":
+        "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Secret\n    metadata: {name: Bad_Name}\n  - kind: Secret\n    metadata: {name: ok}\n",
+    });
     const checked = await py("check", folder);
     expect(checked.code).toBe(3);
     expect(checked.stdout.split("\n")).toEqual([

@@ -38,7 +38,11 @@ describe("site.yaml validation", () => {
     expect((await py("check", await site(template))).code).toBe(0);
     const full = await site(
       `version: 1\nhostname: site-a\nnetwork:\n  dhcp: false\n  interfaces:\n    - name: eno1\n      address: 10.10.0.2/24\n      gateway: 10.10.0.1\n    - macAddress: 52:54:00:12:34:56\n      address: 10.11.0.2/24\n  dns: [10.10.0.1]\n  ntp: [10.10.0.1, ntp.example.org]\nprovisioning:\n  interface: eno2\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.10-172.22.0.100\naccess:\n  sshAuthorizedKeys: ["${KEY}"]\n`,
-      { "hosts.yaml": "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {name: node-1, namespace: default}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: node-1-bmc}\n", "README.txt": "not a manifest" },
+      {
+        "hosts.yaml":
+          "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {name: node-1, namespace: default}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: node-1-bmc}\n",
+        "README.txt": "not a manifest",
+      },
     );
     expect(await py("check", full)).toEqual({ code: 0, lines: ["valid: site.yaml and 2 objects in 1 file under manifests/"] });
     expect(JSON.parse((await py("objects", full)).lines[0]!)).toEqual([{ file: "manifests/hosts.yaml", kinds: ["BareMetalHost", "Secret"], secret: true }]);
@@ -90,10 +94,14 @@ describe("site.yaml validation", () => {
 describe("what the appliance writes for a site", () => {
   it("writes networkd, resolved, chrony, sshd and provisioning files, and removes them all for the defaults", async () => {
     const root = join(work, "root");
-    const dir = await site(`hostname: site-a\nnetwork:\n  dhcp: false\n  interfaces:\n    - macAddress: 52:54:00:AB:CD:EF\n      address: 10.10.0.2/24\n      gateway: 10.10.0.1\n  dns: [10.10.0.1]\n  ntp: [ntp.example.org]\nprovisioning:\n  interface: eno2\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.10-172.22.0.100\naccess:\n  sshAuthorizedKeys: ["${KEY}"]\n`);
+    const dir = await site(
+      `hostname: site-a\nnetwork:\n  dhcp: false\n  interfaces:\n    - macAddress: 52:54:00:AB:CD:EF\n      address: 10.10.0.2/24\n      gateway: 10.10.0.1\n  dns: [10.10.0.1]\n  ntp: [ntp.example.org]\nprovisioning:\n  interface: eno2\n  address: 172.22.0.1/24\n  dhcpRange: 172.22.0.10-172.22.0.100\naccess:\n  sshAuthorizedKeys: ["${KEY}"]\n`,
+    );
     expect((await py("apply", dir, "--root", root)).code).toBe(0);
     const read = (path: string) => readFile(join(root, path), "utf8");
-    expect(await read("etc/systemd/network/08-icn-site-0.network")).toMatch(/\[Match\]\nMACAddress=52:54:00:ab:cd:ef\n\n\[Network\]\nAddress=10\.10\.0\.2\/24\nGateway=10\.10\.0\.1\nDNS=10\.10\.0\.1\n/);
+    expect(await read("etc/systemd/network/08-icn-site-0.network")).toMatch(
+      /\[Match\]\nMACAddress=52:54:00:ab:cd:ef\n\n\[Network\]\nAddress=10\.10\.0\.2\/24\nGateway=10\.10\.0\.1\nDNS=10\.10\.0\.1\n/,
+    );
     expect(await read("etc/systemd/network/07-icn-site-provisioning.network")).toMatch(/Name=eno2\n\n\[Network\]\nAddress=172\.22\.0\.1\/24\nDHCP=no\n/);
     expect(await read("etc/systemd/network/19-icn-site-no-dhcp.network")).toMatch(/DHCP=no/);
     expect(await read("etc/chrony/sources.d/icn-site.sources")).toMatch(/^server ntp\.example\.org iburst$/m);

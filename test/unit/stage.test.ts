@@ -53,7 +53,9 @@ describe("stage cache", () => {
   it("leaves nothing that looks complete when a stage fails, and names the failing command", async () => {
     const { cache, source } = await fixture();
     const calls = { n: 0 };
-    await expect(runStage(countingStage(source, calls, true), { value: "x" }, cache)).rejects.toThrow(/stage demo: 'sh' failed \(exit code 3\):\s+something broke/);
+    await expect(runStage(countingStage(source, calls, true), { value: "x" }, cache)).rejects.toThrow(
+      /stage demo: 'sh' failed \(exit code 3\):\s+something broke/,
+    );
     const entries = await readdir(join(cache, "demo"));
     expect(entries.filter((e) => !e.endsWith(".log"))).toEqual([]);
     // The next run builds again instead of reusing a broken output.

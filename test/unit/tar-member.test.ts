@@ -8,7 +8,8 @@ import { parseDpkgStatus } from "../../builder/debian/dpkg-status.js";
 import { readTarMember } from "../../builder/oci/tar.js";
 
 let dir: string;
-const status = "Package: b\nStatus: install ok installed\nVersion: 2\n\nPackage: a\nStatus: deinstall ok config-files\nVersion: 1\n\nPackage: c\nStatus: install ok installed\nVersion: 3\n";
+const status =
+  "Package: b\nStatus: install ok installed\nVersion: 2\n\nPackage: a\nStatus: deinstall ok config-files\nVersion: 1\n\nPackage: c\nStatus: install ok installed\nVersion: 3\n";
 const long = `${"d".repeat(60)}/${"e".repeat(70)}/${"f".repeat(120)}`;
 const big = "x".repeat(3000) + "\n";
 
@@ -71,7 +72,14 @@ it("reads past a pax header whose value is binary (a POSIX ACL, as mmdebstrap wr
   expect(record.length).toBe(length);
   const content = Buffer.from("after the ACL\n");
   const archive = (pax: Buffer) =>
-    Buffer.concat([header("PaxHeaders/journal", pax.length, "x"), padded(pax), header("var/log/journal/", 0, "5"), header("etc/after", content.length, "0"), padded(content), Buffer.alloc(1024)]);
+    Buffer.concat([
+      header("PaxHeaders/journal", pax.length, "x"),
+      padded(pax),
+      header("var/log/journal/", 0, "5"),
+      header("etc/after", content.length, "0"),
+      padded(content),
+      Buffer.alloc(1024),
+    ]);
   const good = join(dir, "acl.tar");
   await writeFile(good, archive(record));
   expect(await readTarMember(good, "etc/after")).toBe("after the ACL\n");

@@ -57,7 +57,14 @@ afterAll(async () => {
 it("pins release binaries of the pinned version and fetches them with the upstream profile", async () => {
   await lockUpstreamKubernetes({ lockPath, baseUrl: base, log: () => {} });
   const loaded = await loadArtifacts(lockPath);
-  expect(loaded.artifacts["kube-apiserver"]).toEqual({ source: "url", url: `${base}/v1.37.1/bin/linux/amd64/kube-apiserver`, sha256: digest, version: "v1.37.1", executable: true, profile: "upstream" });
+  expect(loaded.artifacts["kube-apiserver"]).toEqual({
+    source: "url",
+    url: `${base}/v1.37.1/bin/linux/amd64/kube-apiserver`,
+    sha256: digest,
+    version: "v1.37.1",
+    executable: true,
+    profile: "upstream",
+  });
   expect(selectTargets(loaded).map((t) => t.source)).toEqual(["gomod"]);
   expect(selectTargets(loaded, { profile: "upstream" }).map((t) => t.source)).toEqual(["url"]);
 

@@ -39,7 +39,11 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   const honourRange = mode === "cut-once-range" || mode === "ok";
   const start = range && honourRange ? Number(range[1]) : 0;
   const cut = mode === "cut-always" || ((mode === "cut-once-range" || mode === "cut-once-norange") && requests.length === 1);
-  const headers: Record<string, string | number> = { "content-type": "application/octet-stream", "content-length": body.length - start, "accept-ranges": honourRange ? "bytes" : "none" };
+  const headers: Record<string, string | number> = {
+    "content-type": "application/octet-stream",
+    "content-length": body.length - start,
+    "accept-ranges": honourRange ? "bytes" : "none",
+  };
   if (start > 0) res.writeHead(206, { ...headers, "content-range": `bytes ${start}-${body.length - 1}/${body.length}` });
   else res.writeHead(200, headers);
   const rest = body.subarray(start);
@@ -72,7 +76,8 @@ beforeEach(async () => {
   store = new ContentStore();
 });
 
-const entry = (overrides: Partial<UrlArtifact> = {}) => UrlArtifact.parse({ source: "url", url: `${base}/kube-apiserver`, sha256: digest, version: "v1.37.1", ...overrides });
+const entry = (overrides: Partial<UrlArtifact> = {}) =>
+  UrlArtifact.parse({ source: "url", url: `${base}/kube-apiserver`, sha256: digest, version: "v1.37.1", ...overrides });
 
 async function leftovers(): Promise<string[]> {
   return readdir(downloadsDir()).catch(() => []);

@@ -42,15 +42,32 @@ describe("BareMetalHost CRD", () => {
 
   it("enforces what Metal3's CRD requires", async () => {
     await expect(
-      c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "no-online" }, spec: {} } }),
+      c.custom.createNamespacedCustomObject({
+        ...bmhApi,
+        namespace: ns,
+        body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "no-online" }, spec: {} },
+      }),
     ).rejects.toThrow(/spec.online: Required value/);
     await expect(
-      c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "bad-mac" }, spec: { online: true, bootMACAddress: "not-a-mac" } } }),
+      c.custom.createNamespacedCustomObject({
+        ...bmhApi,
+        namespace: ns,
+        body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "bad-mac" }, spec: { online: true, bootMACAddress: "not-a-mac" } },
+      }),
     ).rejects.toThrow(/bootMACAddress/);
-    await c.custom.createNamespacedCustomObject({ ...bmhApi, namespace: ns, body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "no-status-id" }, spec: { online: true } } });
+    await c.custom.createNamespacedCustomObject({
+      ...bmhApi,
+      namespace: ns,
+      body: { apiVersion: "metal3.io/v1alpha1", kind: "BareMetalHost", metadata: { name: "no-status-id" }, spec: { online: true } },
+    });
     await expect(
       c.custom.patchNamespacedCustomObjectStatus(
-        { ...bmhApi, namespace: ns, name: "no-status-id", body: { status: { operationalStatus: "OK", errorMessage: "", poweredOn: true, provisioning: { state: "provisioned" } } } },
+        {
+          ...bmhApi,
+          namespace: ns,
+          name: "no-status-id",
+          body: { status: { operationalStatus: "OK", errorMessage: "", poweredOn: true, provisioning: { state: "provisioned" } } },
+        },
         (await import("../../../bpa/runtime/kube.js")).mergePatch,
       ),
     ).rejects.toThrow(/provisioning.ID: Required value/);
@@ -68,11 +85,13 @@ describe("Provisioning CRD", () => {
     const { ApiextensionsV1Api } = await import("@kubernetes/client-node");
     const crd = await kc.makeApiClient(ApiextensionsV1Api).readCustomResourceDefinition({ name: "provisionings.bpa.akraino.org" });
     const columns = crd.spec.versions[0]!.additionalPrinterColumns!.map((col) => `${col.name}=${col.jsonPath}`);
-    expect(columns).toEqual(expect.arrayContaining([
-      "Phase=.status.phase",
-      'Ready=.status.conditions[?(@.type=="Ready")].status',
-      "Job=.status.installJob",
-      "Age=.metadata.creationTimestamp",
-    ]));
+    expect(columns).toEqual(
+      expect.arrayContaining([
+        "Phase=.status.phase",
+        'Ready=.status.conditions[?(@.type=="Ready")].status',
+        "Job=.status.installJob",
+        "Age=.metadata.creationTimestamp",
+      ]),
+    );
   });
 });

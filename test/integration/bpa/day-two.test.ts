@@ -70,7 +70,18 @@ async function registerNode(name: string, version: string): Promise<void> {
       name,
       body: {
         status: {
-          nodeInfo: { kubeletVersion: `v${version}`, machineID: "", systemUUID: "", bootID: "", kernelVersion: "", osImage: "", containerRuntimeVersion: "", kubeProxyVersion: "", operatingSystem: "linux", architecture: "amd64" },
+          nodeInfo: {
+            kubeletVersion: `v${version}`,
+            machineID: "",
+            systemUUID: "",
+            bootID: "",
+            kernelVersion: "",
+            osImage: "",
+            containerRuntimeVersion: "",
+            kubeProxyVersion: "",
+            operatingSystem: "linux",
+            architecture: "amd64",
+          },
           conditions: [{ type: "Ready", status: "True", reason: "KubeletReady", message: "", lastHeartbeatTime: now, lastTransitionTime: now }],
         },
       },
@@ -80,12 +91,16 @@ async function registerNode(name: string, version: string): Promise<void> {
 }
 
 const jobsOf = async (ns: string, name: string) => (await listInstallJobs(c, ns)).filter((j) => j.metadata!.labels!["bpa.akraino.org/provisioning"] === name);
-const env = (job: V1Job) => Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+const env = (job: V1Job) =>
+  Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
 const roles = (p: Provisioning, field: "assignedHosts" | "cluster" = "assignedHosts") =>
   (field === "cluster" ? p.status!.cluster!.hosts : p.status!.assignedHosts!).map((h) => `${h.role}[${h.index}]=${h.name}`);
 
 async function inventory(ns: string, job: V1Job) {
-  const cm = await c.core.readNamespacedConfigMap({ namespace: ns, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name! });
+  const cm = await c.core.readNamespacedConfigMap({
+    namespace: ns,
+    name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name!,
+  });
   return { hostsIni: cm.data!["hosts.ini"]!, vars: yaml.load(cm.data!["offline.yml"]!) as Record<string, unknown> };
 }
 
@@ -118,7 +133,17 @@ describe("day 2: operations on an installed cluster", () => {
     const ready = await installed(ns, "edge");
     expect(ready.status!.cluster).toMatchObject({ kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 });
     expect(roles(ready, "cluster")).toEqual([`master[0]=${m}`]);
-    expect(ready.status!.operations).toEqual([expect.objectContaining({ kind: "install", playbook: "cluster.yml", result: "Succeeded", job: ready.status!.installJob, hosts: [m], kubernetesVersion: "1.35.4", description: `cluster.yml installs master[0]=${m}` })]);
+    expect(ready.status!.operations).toEqual([
+      expect.objectContaining({
+        kind: "install",
+        playbook: "cluster.yml",
+        result: "Succeeded",
+        job: ready.status!.installJob,
+        hosts: [m],
+        kubernetesVersion: "1.35.4",
+        description: `cluster.yml installs master[0]=${m}`,
+      }),
+    ]);
     // The application cluster's nodes, read through the kubeconfig handed back.
     const observed = await waitForStatus(c, ns, "edge", "nodes observed", (x) => condition(x, "NodesObserved")?.status === "True");
     expect(observed.status!.nodes).toEqual(expect.arrayContaining([{ name: m, kubeletVersion: "v1.35.4", ready: true }]));
@@ -136,10 +161,21 @@ describe("day 2: operations on an installed cluster", () => {
     expect(hostsIni).toContain(`[kube_node]\n${m}\n${w1}\n`);
     expect(vars.kube_version).toBe("1.35.4");
     expect(condition(updating, "Ready")).toMatchObject({ status: "True", reason: "Updating" });
-    expect(condition(updating, "Updating")).toMatchObject({ status: "True", reason: "Scale", message: expect.stringContaining(`scale.yml adds worker[0]=${w1}`) });
+    expect(condition(updating, "Updating")).toMatchObject({
+      status: "True",
+      reason: "Scale",
+      message: expect.stringContaining(`scale.yml adds worker[0]=${w1}`),
+    });
 
     // A second worker while the first scale runs: it waits (one operation at a time).
-    await patchProvisioning(c, ns, "edge", { spec: { worker: [{ cpu: 20, memory: "8Gi" }, { cpu: 20, memory: "8Gi" }] } });
+    await patchProvisioning(c, ns, "edge", {
+      spec: {
+        worker: [
+          { cpu: 20, memory: "8Gi" },
+          { cpu: 20, memory: "8Gi" },
+        ],
+      },
+    });
     await waitForStatus(c, ns, "edge", "the second worker assigned", (x) => x.status?.assignedHosts?.length === 3);
     await new Promise((r) => setTimeout(r, 800));
     expect((await jobsOf(ns, "edge")).map((j) => j.metadata!.name).sort()).toEqual([install.metadata!.name, scale.metadata!.name].sort());
@@ -175,7 +211,9 @@ describe("day 2: operations on an installed cluster", () => {
     const nodes = await waitForStatus(c, ns, "edge", "all nodes observed", (x) => [m, w1, w2].every((n) => x.status?.nodes?.some((s) => s.name === n)));
     expect(nodes.status!.nodes!.filter((n) => [m, w1, w2].includes(n.name)).map((n) => n.kubeletVersion)).toEqual(["v1.35.4", "v1.35.4", "v1.35.4"]);
     const events = await c.core.listNamespacedEvent({ namespace: ns });
-    expect(events.items.map((e) => e.reason)).toEqual(expect.arrayContaining(["InstallStarted", "InstallSucceeded", "ScaleStarted", "ScaleSucceeded", "ScaleFailed"]));
+    expect(events.items.map((e) => e.reason)).toEqual(
+      expect.arrayContaining(["InstallStarted", "InstallSucceeded", "ScaleStarted", "ScaleSucceeded", "ScaleFailed"]),
+    );
     // The install's Events once each, however often the Provisioning was reconciled since.
     const installEvents = events.items.filter((e) => e.reason?.startsWith("Install"));
     expect(installEvents.map((e) => `${e.reason} x${e.count ?? 1}`).sort()).toEqual(["InstallStarted x1", "InstallSucceeded x1"]);
@@ -190,7 +228,14 @@ describe("day 2: operations on an installed cluster", () => {
     await operatorFor(ns);
     await createProvisioning(c, ns, {
       metadata: { name: "site" },
-      spec: { master: { cpu: 10, memory: "4Gi" }, worker: [{ cpu: 20, memory: "8Gi" }, { cpu: 20, memory: "8Gi" }], kubernetesVersion: "1.34.5" },
+      spec: {
+        master: { cpu: 10, memory: "4Gi" },
+        worker: [
+          { cpu: 20, memory: "8Gi" },
+          { cpu: 20, memory: "8Gi" },
+        ],
+        kubernetesVersion: "1.34.5",
+      },
     });
     const ready = await installed(ns, "site");
     expect(ready.status!.cluster).toMatchObject({ kubernetesVersion: "1.34.5", mastersAreNodes: false });
@@ -198,7 +243,11 @@ describe("day 2: operations on an installed cluster", () => {
 
     await patchProvisioning(c, ns, "site", { spec: { worker: [{ cpu: 20, memory: "8Gi" }] } });
     const remove = await nextJob(ns, "site", "remove", seen);
-    expect(env(remove)).toMatchObject({ BPA_OPERATION: "remove", BPA_PLAYBOOK: "remove-node.yml", BPA_EXTRA_VARS: JSON.stringify({ node: "w-b", skip_confirmation: "true" }) });
+    expect(env(remove)).toMatchObject({
+      BPA_OPERATION: "remove",
+      BPA_PLAYBOOK: "remove-node.yml",
+      BPA_EXTRA_VARS: JSON.stringify({ node: "w-b", skip_confirmation: "true" }),
+    });
     expect(env(remove).BPA_LIMIT).toBeUndefined();
     expect((await inventory(ns, remove)).hostsIni).toContain("[kube_node]\nw-a\nw-b\n"); // the removed host is still in it
 
@@ -233,7 +282,13 @@ describe("day 2: operations on an installed cluster", () => {
     const updating = await waitForStatus(c, ns, "site", "Updating", (x) => x.status?.phase === "Updating");
     expect(condition(updating, "Updating")!.message).toContain("upgrade-cluster.yml upgrades 1.34.5 -> 1.35.4");
     await setJobStatus(c, ns, upgrade.metadata!.name!, "succeeded");
-    const upgraded = await waitForStatus(c, ns, "site", "Ready on 1.35.4", (x) => x.status?.phase === "Ready" && x.status.cluster?.kubernetesVersion === "1.35.4");
+    const upgraded = await waitForStatus(
+      c,
+      ns,
+      "site",
+      "Ready on 1.35.4",
+      (x) => x.status?.phase === "Ready" && x.status.cluster?.kubernetesVersion === "1.35.4",
+    );
     expect(upgraded.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "remove:Succeeded", "upgrade:Succeeded"]);
     expect(upgraded.status!.operations![2]).toMatchObject({ kubernetesVersion: "1.35.4", fromVersion: "1.34.5" });
   });
@@ -247,7 +302,14 @@ describe("day 2: operations on an installed cluster", () => {
     await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 10, memory: "4Gi" }, worker: [{ cpu: 20, memory: "8Gi" }] } });
     await installed(ns, "edge");
     const seen = await jobsOf(ns, "edge");
-    await patchProvisioning(c, ns, "edge", { spec: { worker: [{ cpu: 20, memory: "8Gi" }, { cpu: 20, memory: "8Gi" }] } });
+    await patchProvisioning(c, ns, "edge", {
+      spec: {
+        worker: [
+          { cpu: 20, memory: "8Gi" },
+          { cpu: 20, memory: "8Gi" },
+        ],
+      },
+    });
     const scale = await nextJob(ns, "edge", "scale", seen);
     await waitForStatus(c, ns, "edge", "Updating", (x) => x.status?.phase === "Updating");
 
@@ -275,7 +337,8 @@ describe("day 2: operations on an installed cluster", () => {
   it("deleting a middle entry removes the last position's host, unless worker entries are pinned by MAC", async () => {
     const ns = await newNamespace(c, "bpa-pin");
     await createHost(c, ns, bmh({ name: "m", cpu: 12, ram: 8192, ip: "10.23.0.1" }));
-    for (const [i, name] of ["w-a", "w-b", "w-c"].entries()) await createHost(c, ns, bmh({ name, cpu: 24, ram: 16384, ip: `10.23.0.${i + 2}`, mac: `52:54:00:23:00:0${i + 2}` }));
+    for (const [i, name] of ["w-a", "w-b", "w-c"].entries())
+      await createHost(c, ns, bmh({ name, cpu: 24, ram: 16384, ip: `10.23.0.${i + 2}`, mac: `52:54:00:23:00:0${i + 2}` }));
     await operatorFor(ns);
     const worker = { cpu: 20, memory: "8Gi" };
     await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 10, memory: "4Gi" }, worker: [worker, worker, worker] } });

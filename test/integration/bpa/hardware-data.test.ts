@@ -8,7 +8,19 @@ import type { CoreV1Event } from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import { applyCrds, clients, condition, createHost, createProvisioning, kubeConfig, newNamespace, operatorConfig, startOperator, waitFor, waitForStatus } from "./helpers.js";
+import {
+  applyCrds,
+  clients,
+  condition,
+  createHost,
+  createProvisioning,
+  kubeConfig,
+  newNamespace,
+  operatorConfig,
+  startOperator,
+  waitFor,
+  waitForStatus,
+} from "./helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -46,7 +58,11 @@ describe("hardware details from HardwareData", () => {
     expect(unsatisfiable.message).toBe(condition(waiting, "HostsAssigned")!.message);
 
     // Metal3 writes the HardwareData: the host now fits.
-    await c.custom.createNamespacedCustomObject({ ...hardwareDataApi, namespace: ns, body: { apiVersion: "metal3.io/v1alpha1", kind: "HardwareData", metadata: { name: "moved" }, spec: { hardware } } });
+    await c.custom.createNamespacedCustomObject({
+      ...hardwareDataApi,
+      namespace: ns,
+      body: { apiVersion: "metal3.io/v1alpha1", kind: "HardwareData", metadata: { name: "moved" }, spec: { hardware } },
+    });
     const installing = await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing");
     expect(installing.status!.assignedHosts!.map((h) => `${h.role}=${h.name}@${h.ip}`)).toEqual(["master=moved@10.20.0.5"]);
     const assigned = await waitFor("a HostsAssigned Event", async () => (await events(ns, "HostsAssigned"))[0]);

@@ -5,13 +5,7 @@
  * never deletes anything, so tests write Job status through the API themselves.
  */
 import { readFile } from "node:fs/promises";
-import {
-  ApiextensionsV1Api,
-  KubeConfig,
-  loadAllYaml,
-  type V1CustomResourceDefinition,
-  type V1Job,
-} from "@kubernetes/client-node";
+import { ApiextensionsV1Api, KubeConfig, loadAllYaml, type V1CustomResourceDefinition, type V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { inject } from "vitest";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
@@ -102,7 +96,9 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
       last = error;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 2000)}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 2000)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, everyMs));
   }
@@ -220,11 +216,22 @@ export function condition(p: Provisioning, type: string) {
 }
 
 /** Waits until the Provisioning's status satisfies `test`; returns it. */
-export function waitForStatus(c: Clients, namespace: string, name: string, what: string, test: (p: Provisioning) => boolean, timeoutMs = 20_000): Promise<Provisioning> {
-  return waitFor(what, async () => {
-    const p = await getProvisioning(c, namespace, name);
-    return test(p) ? p : undefined;
-  }, timeoutMs);
+export function waitForStatus(
+  c: Clients,
+  namespace: string,
+  name: string,
+  what: string,
+  test: (p: Provisioning) => boolean,
+  timeoutMs = 20_000,
+): Promise<Provisioning> {
+  return waitFor(
+    what,
+    async () => {
+      const p = await getProvisioning(c, namespace, name);
+      return test(p) ? p : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 export async function listInstallJobs(c: Clients, namespace: string): Promise<V1Job[]> {
@@ -254,8 +261,22 @@ export async function setJobStatus(c: Clients, namespace: string, name: string, 
       ready: 0,
       succeeded: 1,
       conditions: [
-        { type: "SuccessCriteriaMet", status: "True", reason: "CompletionsReached", message: "Reached expected number of succeeded pods", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
-        { type: "Complete", status: "True", reason: "CompletionsReached", message: "Reached expected number of succeeded pods", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+        {
+          type: "SuccessCriteriaMet",
+          status: "True",
+          reason: "CompletionsReached",
+          message: "Reached expected number of succeeded pods",
+          lastProbeTime: iso(now),
+          lastTransitionTime: iso(now),
+        },
+        {
+          type: "Complete",
+          status: "True",
+          reason: "CompletionsReached",
+          message: "Reached expected number of succeeded pods",
+          lastProbeTime: iso(now),
+          lastTransitionTime: iso(now),
+        },
       ],
     };
   } else {
@@ -265,8 +286,22 @@ export async function setJobStatus(c: Clients, namespace: string, name: string, 
       ready: 0,
       failed: 1,
       conditions: [
-        { type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
-        { type: "Failed", status: "True", reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit", lastProbeTime: iso(now), lastTransitionTime: iso(now) },
+        {
+          type: "FailureTarget",
+          status: "True",
+          reason: "BackoffLimitExceeded",
+          message: "Job has reached the specified backoff limit",
+          lastProbeTime: iso(now),
+          lastTransitionTime: iso(now),
+        },
+        {
+          type: "Failed",
+          status: "True",
+          reason: "BackoffLimitExceeded",
+          message: "Job has reached the specified backoff limit",
+          lastProbeTime: iso(now),
+          lastTransitionTime: iso(now),
+        },
       ],
     };
   }
@@ -274,11 +309,13 @@ export async function setJobStatus(c: Clients, namespace: string, name: string, 
 }
 
 /** What the runner does at the end of a good install: write the kubeconfig into its Secret. */
-export async function handBackKubeconfig(c: Clients, namespace: string, secret: string, kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n"): Promise<void> {
-  await c.core.patchNamespacedSecret(
-    { namespace, name: secret, body: { data: { kubeconfig: Buffer.from(kubeconfig).toString("base64") } } },
-    mergePatch,
-  );
+export async function handBackKubeconfig(
+  c: Clients,
+  namespace: string,
+  secret: string,
+  kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n",
+): Promise<void> {
+  await c.core.patchNamespacedSecret({ namespace, name: secret, body: { data: { kubeconfig: Buffer.from(kubeconfig).toString("base64") } } }, mergePatch);
 }
 
 export async function deleteNamespace(c: Clients, namespace: string): Promise<void> {

@@ -43,9 +43,13 @@ afterEach(async () => {
   await Promise.all(operators.splice(0).map((o) => o.stop()));
 });
 
-const env = (job: V1Job) => Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+const env = (job: V1Job) =>
+  Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
 async function inventoryOf(ns: string, job: V1Job) {
-  const cm = await c.core.readNamespacedConfigMap({ namespace: ns, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name! });
+  const cm = await c.core.readNamespacedConfigMap({
+    namespace: ns,
+    name: job.spec!.template.spec!.volumes!.find((v) => v.name === "inventory")!.configMap!.name!,
+  });
   return { pins: cm.data!["kubespray-pins.yml"]!, vars: yaml.load(cm.data!["offline.yml"]!) as Record<string, unknown> };
 }
 async function pinsEvents(namespace: string): Promise<CoreV1Event[]> {
@@ -101,7 +105,10 @@ describe("the appliance's kubespray pins", () => {
     const config = operatorConfig(ns, { kubernetesVersions: undefined });
     await putKubesprayPins(config, testPins(["1.35.3", "1.35.4"]));
     operators.push(await startOperator(kc, config, { pins: false }));
-    await createProvisioning(c, ns, { metadata: { name: "cluster" }, spec: { master: { cpu: 8, memory: "8Gi" }, worker: [{ cpu: 8, memory: "8Gi" }], kubernetesVersion: "1.35.3" } });
+    await createProvisioning(c, ns, {
+      metadata: { name: "cluster" },
+      spec: { master: { cpu: 8, memory: "8Gi" }, worker: [{ cpu: 8, memory: "8Gi" }], kubernetesVersion: "1.35.3" },
+    });
     const installing = await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing");
     await handBackKubeconfig(c, ns, "cluster-kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\n");
     await setJobStatus(c, ns, installing.status!.installJob!, "succeeded");
@@ -129,7 +136,13 @@ describe("the appliance's kubespray pins", () => {
     const updating = await waitForStatus(c, ns, "cluster", "Updating", (p) => p.status?.phase === "Updating");
     expect(condition(updating, "Updating")!.message).toContain("upgrade-cluster.yml updates containerd 2.2.3 -> 2.2.4 (Kubernetes stays 1.35.4)");
     await setJobStatus(c, ns, update.metadata!.name!, "succeeded");
-    const done = await waitForStatus(c, ns, "cluster", "Ready with containerd 2.2.4", (p) => p.status?.phase === "Ready" && p.status.cluster?.components?.containerd === "2.2.4");
+    const done = await waitForStatus(
+      c,
+      ns,
+      "cluster",
+      "Ready with containerd 2.2.4",
+      (p) => p.status?.phase === "Ready" && p.status.cluster?.components?.containerd === "2.2.4",
+    );
     expect(done.status!.cluster).toMatchObject({ kubernetesVersion: "1.35.4", revision: 3 });
     expect(done.status!.operations!.map((o) => `${o.kind}:${o.result}`)).toEqual(["install:Succeeded", "upgrade:Succeeded", "upgrade:Succeeded"]);
     // Nothing more to do.

@@ -80,8 +80,13 @@ async function exercise(command: string[], prefix: string): Promise<void> {
     child.kill("SIGTERM");
   }
   expect(await exited).toBe(0);
-  const lines = output().trim().split("\n").map((l) => JSON.parse(l) as { msg: string; level: string });
-  expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(["starting", "became leader", "created install Job", "stopping", "released the leader lease"]));
+  const lines = output()
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { msg: string; level: string });
+  expect(lines.map((l) => l.msg)).toEqual(
+    expect.arrayContaining(["starting", "became leader", "created install Job", "stopping", "released the leader lease"]),
+  );
   expect(lines.filter((l) => l.level === "error")).toEqual([]);
   const released = await c.coordination.readNamespacedLease({ namespace: ns, name: "bpa-operator-leader" });
   expect(released.spec!.holderIdentity ?? "").toBe("");

@@ -5,7 +5,16 @@
  */
 import yaml from "js-yaml";
 import { parseConfig } from "../../../bpa/config/config.js";
-import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding, type V1ServiceAccount } from "@kubernetes/client-node";
+import {
+  KubeConfig,
+  type V1ConfigMap,
+  type V1Deployment,
+  type V1ClusterRole,
+  type V1ClusterRoleBinding,
+  type V1Role,
+  type V1RoleBinding,
+  type V1ServiceAccount,
+} from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
 import { isConflict, makeClients, type Clients } from "../../../bpa/runtime/kube.js";
@@ -165,10 +174,17 @@ describe("informers", () => {
       await informer.start();
       await waitFor("a few restarts while forbidden", async () => informer.restarts >= 2, 10_000);
       expect(informer.isSynced()).toBe(false);
-      await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "viewer" }, rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }] } });
+      await c.rbac.createNamespacedRole({
+        namespace: ns,
+        body: { metadata: { name: "viewer" }, rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }] },
+      });
       await c.rbac.createNamespacedRoleBinding({
         namespace: ns,
-        body: { metadata: { name: "viewer" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "viewer" }, subjects: [{ kind: "ServiceAccount", name: "viewer", namespace: ns }] },
+        body: {
+          metadata: { name: "viewer" },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "viewer" },
+          subjects: [{ kind: "ServiceAccount", name: "viewer", namespace: ns }],
+        },
       });
       await waitFor("the informer to sync once allowed", async () => informer.isSynced(), 10_000);
       expect(added).toContain("seen");
@@ -193,7 +209,11 @@ describe("reconcile errors", () => {
     await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "op" }, rules } });
     await c.rbac.createNamespacedRoleBinding({
       namespace: ns,
-      body: { metadata: { name: "op" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "op" }, subjects: [{ kind: "ServiceAccount", name: "op", namespace: ns }] },
+      body: {
+        metadata: { name: "op" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "op" },
+        subjects: [{ kind: "ServiceAccount", name: "op", namespace: ns }],
+      },
     });
     const limited = new KubeConfig();
     limited.loadFromString(kc.exportConfig());
@@ -209,17 +229,29 @@ describe("reconcile errors", () => {
     // hundreds of times in the 1.5 s that follow, the backoff four or five times (plus one
     // immediate re-queue when the registry CA's informer lists its ConfigMap).
     const key = `${ns}/cluster`;
-    for (const deadline = Date.now() + 15_000; op.controller!.queue.failureCount(key) < 2 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+    for (const deadline = Date.now() + 15_000; op.controller!.queue.failureCount(key) < 2 && Date.now() < deadline;)
+      await new Promise((r) => setTimeout(r, 50));
     const early = op.controller!.queue.failureCount(key);
     expect(early).toBeGreaterThanOrEqual(2);
     await new Promise((r) => setTimeout(r, 1500));
     expect(op.controller!.queue.failureCount(key) - early).toBeLessThanOrEqual(6);
     // Fixing the cause lets the next retry through.
-    await c.rbac.replaceNamespacedRole({ namespace: ns, name: "op", body: { metadata: { name: "op" }, rules: [...rules, { apiGroups: ["batch"], resources: ["jobs"], verbs: ["create"] }] } });
-    const installing = await waitForStatus(c, ns, "cluster", "Installing", (p) => p.status?.phase === "Installing" && condition(p, "Reconciled")?.status === "True", 30_000);
+    await c.rbac.replaceNamespacedRole({
+      namespace: ns,
+      name: "op",
+      body: { metadata: { name: "op" }, rules: [...rules, { apiGroups: ["batch"], resources: ["jobs"], verbs: ["create"] }] },
+    });
+    const installing = await waitForStatus(
+      c,
+      ns,
+      "cluster",
+      "Installing",
+      (p) => p.status?.phase === "Installing" && condition(p, "Reconciled")?.status === "True",
+      30_000,
+    );
     expect(installing.status!.installJob).toBeTruthy();
     // The reconcile writes the status before it returns; the queue forgets the failures after.
-    for (const deadline = Date.now() + 5000; op.controller!.queue.failureCount(key) > 0 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+    for (const deadline = Date.now() + 5000; op.controller!.queue.failureCount(key) > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 20));
     expect(op.controller!.queue.failureCount(key)).toBe(0);
   });
 });
@@ -250,7 +282,9 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     const impersonating = new KubeConfig();
     impersonating.loadFromString(kc.exportConfig());
     const user = impersonating.getCurrentUser()!;
-    impersonating.users = impersonating.users.map((u) => (u.name === user.name ? { ...u, impersonateUser: "system:serviceaccount:bpa-system:bpa-operator" } : u));
+    impersonating.users = impersonating.users.map((u) =>
+      u.name === user.name ? { ...u, impersonateUser: "system:serviceaccount:bpa-system:bpa-operator" } : u,
+    );
     return impersonating;
   }
 
@@ -279,10 +313,18 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     const asSa = makeClients(operatorKc);
     // The impersonation is real: the ServiceAccount may not do what the admin may.
     await expect(asSa.core.listNamespacedSecret({ namespace: ns })).rejects.toThrow(/forbidden/i);
-    await expect(asSa.custom.deleteNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace: ns, plural: PROVISIONING_PLURAL, name: "x" })).rejects.toThrow(/forbidden/i);
+    await expect(
+      asSa.custom.deleteNamespacedCustomObject({ group: BPA_GROUP, version: BPA_VERSION, namespace: ns, plural: PROVISIONING_PLURAL, name: "x" }),
+    ).rejects.toThrow(/forbidden/i);
     await expect(asSa.coordination.createNamespacedLease({ namespace: ns, body: { metadata: { name: "x" }, spec: {} } })).rejects.toThrow(/forbidden/i);
 
-    const op = await startOperator(operatorKc, operatorConfig(ns, { namespace: "bpa-system", leaderElection: { leaseName: `bpa-rbac-${ns}`.slice(0, 63), leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.25 } }));
+    const op = await startOperator(
+      operatorKc,
+      operatorConfig(ns, {
+        namespace: "bpa-system",
+        leaderElection: { leaseName: `bpa-rbac-${ns}`.slice(0, 63), leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.25 },
+      }),
+    );
     operators.push(op);
     await createProvisioning(c, ns, { ...sample, spec: { ...sample.spec, replicas: 1 } });
     const p = await waitForStatus(c, ns, "cluster", "Installing", (x) => x.status?.phase === "Installing");

@@ -16,7 +16,10 @@ let ns: string;
 beforeAll(async () => {
   await applyCrds(kc);
   ns = await newNamespace(c, "bpa-policy");
-  await c.core.patchNamespace({ name: ns, body: { metadata: { labels: { "bpa-policy-test": "yes" } } } }, (await import("../../../bpa/runtime/kube.js")).mergePatch);
+  await c.core.patchNamespace(
+    { name: ns, body: { metadata: { labels: { "bpa-policy-test": "yes" } } } },
+    (await import("../../../bpa/runtime/kube.js")).mergePatch,
+  );
   const adm = kc.makeApiClient(AdmissionregistrationV1Api);
   const [policy, binding] = await loadKubeYaml<V1ValidatingAdmissionPolicy | V1ValidatingAdmissionPolicyBinding>("manifests/crds/provisioning-policy.yaml");
   try {
@@ -29,15 +32,20 @@ beforeAll(async () => {
   scoped.spec!.matchResources = { namespaceSelector: { matchLabels: { "bpa-policy-test": "yes" } } };
   await adm.createValidatingAdmissionPolicyBinding({ body: scoped });
   // Policies take effect asynchronously: wait until a bad object is refused.
-  await waitFor("the policy to act", async () => {
-    try {
-      await createProvisioning(c, ns, { metadata: { name: "probe" }, spec: { master: 7 } });
-      await c.custom.deleteNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: ns, plural: "provisionings", name: "probe" });
-      return false;
-    } catch (error) {
-      return /ValidatingAdmissionPolicy/.test(String((error as { body?: unknown }).body ?? error));
-    }
-  }, 30_000, 250);
+  await waitFor(
+    "the policy to act",
+    async () => {
+      try {
+        await createProvisioning(c, ns, { metadata: { name: "probe" }, spec: { master: 7 } });
+        await c.custom.deleteNamespacedCustomObject({ group: "bpa.akraino.org", version: "v1alpha1", namespace: ns, plural: "provisionings", name: "probe" });
+        return false;
+      } catch (error) {
+        return /ValidatingAdmissionPolicy/.test(String((error as { body?: unknown }).body ?? error));
+      }
+    },
+    30_000,
+    250,
+  );
 });
 
 async function refused(name: string, spec: unknown): Promise<string> {

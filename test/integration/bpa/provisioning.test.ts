@@ -91,10 +91,7 @@ describe("BPA operator with a real API server", () => {
     // The spec is stored as written: single objects.
     expect(p.spec).toEqual({ master: { cpu: 10, memory: "4Gi" }, worker: { cpu: 20, memory: "8Gi" }, replicas: 2 });
     expect(p.status!.observedGeneration).toBe(p.metadata.generation);
-    expect(p.status!.assignedHosts!.map((h) => `${h.role}[${h.index}]=${h.name}@${h.ip}`)).toEqual([
-      "master[0]=mid-a@10.10.0.2",
-      "worker[0]=big-a@10.10.0.4",
-    ]);
+    expect(p.status!.assignedHosts!.map((h) => `${h.role}[${h.index}]=${h.name}@${h.ip}`)).toEqual(["master[0]=mid-a@10.10.0.2", "worker[0]=big-a@10.10.0.4"]);
     expect(condition(p, "HostsAssigned")).toMatchObject({ status: "True", reason: "Assigned" });
     expect(condition(p, "InventoryReady")).toMatchObject({ status: "True" });
     expect(condition(p, "Installing")).toMatchObject({ status: "True", reason: "JobRunning" });
@@ -123,7 +120,14 @@ describe("BPA operator with a real API server", () => {
     const jobs = await listInstallJobs(c, ns);
     expect(jobs.map((j) => j.metadata!.name)).toEqual([p.status!.installJob]);
     const job = jobs[0]!;
-    const owner = { apiVersion: "bpa.akraino.org/v1alpha1", kind: "Provisioning", name: "provisioning-sample", uid: p.metadata.uid, controller: true, blockOwnerDeletion: true };
+    const owner = {
+      apiVersion: "bpa.akraino.org/v1alpha1",
+      kind: "Provisioning",
+      name: "provisioning-sample",
+      uid: p.metadata.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    };
     expect(job.metadata!.ownerReferences).toEqual([owner]);
     expect(job.spec!.template.spec!.containers[0]!.image).toBe("192.168.100.1:5000/icn/kubespray-runner:2.27.0");
     expect(job.spec!.template.spec!.volumes!.map((v) => v.configMap?.name ?? v.secret?.secretName)).toEqual(["bpa-ssh-key", p.status!.inventoryConfigMap]);
@@ -139,7 +143,9 @@ describe("BPA operator with a real API server", () => {
     const agents = await c.apps.readNamespacedDeployment({ namespace: ns, name: "provisioning-sample-agents" });
     for (const child of [cm, kubeconfig, sa, role, binding, agents]) expect(child.metadata!.ownerReferences).toEqual([owner]);
     expect(kubeconfig.data ?? {}).toEqual({}); // empty until the runner hands the kubeconfig back
-    expect(role.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], resourceNames: ["provisioning-sample-kubeconfig"], verbs: ["get", "update", "patch"] }]);
+    expect(role.rules).toEqual([
+      { apiGroups: [""], resources: ["secrets"], resourceNames: ["provisioning-sample-kubeconfig"], verbs: ["get", "update", "patch"] },
+    ]);
 
     // The SSH key: created once per namespace, not owned (hosts keep trusting it), published for user-data.
     const key = await c.core.readNamespacedSecret({ namespace: ns, name: "bpa-ssh-key" });
@@ -172,14 +178,20 @@ describe("BPA operator with a real API server", () => {
     for (const name of ["agent-b", "agent-a"]) {
       await c.core.createNamespacedPod({ namespace: ns, body: { metadata: { name, labels }, spec: { containers: [{ name: "agent", image: "x" }] } } });
     }
-    await c.core.createNamespacedPod({ namespace: ns, body: { metadata: { name: "unrelated", labels: { app: "x" } }, spec: { containers: [{ name: "c", image: "x" }] } } });
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: { metadata: { name: "unrelated", labels: { app: "x" } }, spec: { containers: [{ name: "c", image: "x" }] } },
+    });
     await waitForStatus(c, ns, "provisioning-sample", "podAgents", (p) => JSON.stringify(p.status?.podAgents) === '["agent-a","agent-b"]');
     // A pod dies: it leaves the list.
     await c.core.deleteNamespacedPod({ namespace: ns, name: "agent-a", gracePeriodSeconds: 0 });
     await waitForStatus(c, ns, "provisioning-sample", "podAgents after a pod died", (p) => JSON.stringify(p.status?.podAgents) === '["agent-b"]');
     // Scaling follows spec.replicas; 0 removes the Deployment.
     await patchProvisioning(c, ns, "provisioning-sample", { spec: { replicas: 3 } });
-    await waitFor("3 replicas", async () => (await c.apps.readNamespacedDeployment({ namespace: ns, name: "provisioning-sample-agents" })).spec!.replicas === 3);
+    await waitFor(
+      "3 replicas",
+      async () => (await c.apps.readNamespacedDeployment({ namespace: ns, name: "provisioning-sample-agents" })).spec!.replicas === 3,
+    );
     await patchProvisioning(c, ns, "provisioning-sample", { spec: { replicas: 0 } });
     await waitFor("agents deleted", async () => {
       try {
@@ -246,7 +258,9 @@ describe("BPA operator with a real API server", () => {
     await setJobStatus(c, ns, p.status!.installJob!, "succeeded");
     const noKubeconfig = await waitForStatus(c, ns, "provisioning-sample", "Failed", (x) => x.status?.phase === "Failed");
     expect(condition(noKubeconfig, "Failed")).toMatchObject({ status: "True", reason: "NoKubeconfig" });
-    expect(condition(noKubeconfig, "Ready")!.message).toContain('the runner handed back no kubeconfig: Secret provisioning-sample-kubeconfig has no "kubeconfig" data');
+    expect(condition(noKubeconfig, "Ready")!.message).toContain(
+      'the runner handed back no kubeconfig: Secret provisioning-sample-kubeconfig has no "kubeconfig" data',
+    );
 
     // A failing install: a second Provisioning in the namespace (the first holds two hosts).
     await createProvisioning(c, ns, { metadata: { name: "second" }, spec: { master: { cpu: 10, memory: "4Gi" } } });
@@ -272,25 +286,56 @@ describe("BPA operator with a real API server", () => {
       {
         namespace: ns,
         name: `${job.metadata!.name}-x7k2p`,
-        body: { status: { phase: "Failed", containerStatuses: [{ name: "kubespray", image: "x", imageID: "", ready: false, restartCount: 0, state: { terminated: { exitCode: 2, reason: "Error", message: cause } } }] } },
+        body: {
+          status: {
+            phase: "Failed",
+            containerStatuses: [
+              {
+                name: "kubespray",
+                image: "x",
+                imageID: "",
+                ready: false,
+                restartCount: 0,
+                state: { terminated: { exitCode: 2, reason: "Error", message: cause } },
+              },
+            ],
+          },
+        },
       },
       mergePatch,
     );
     await setJobStatus(c, ns, job.metadata!.name!, "failed");
-    const failed = await waitForStatus(c, ns, "second", "Failed", (x) => condition(x, "Failed")?.reason === "InstallFailed" && condition(x, "Failed")!.message.includes("pods:") && condition(x, "Failed")!.message.includes("mid-b"));
+    const failed = await waitForStatus(
+      c,
+      ns,
+      "second",
+      "Failed",
+      (x) =>
+        condition(x, "Failed")?.reason === "InstallFailed" &&
+        condition(x, "Failed")!.message.includes("pods:") &&
+        condition(x, "Failed")!.message.includes("mid-b"),
+    );
     const message = condition(failed, "Failed")!.message;
     expect(message).toContain(`install Job ${job.metadata!.name} failed: ${cause} (BackoffLimitExceeded: Job has reached the specified backoff limit)`);
     expect(message).toContain(`logs: kubectl -n ${ns} logs job/${job.metadata!.name} (pods: ${job.metadata!.name}-x7k2p)`);
     expect(condition(failed, "Ready")).toMatchObject({ status: "False", reason: "InstallFailed" });
     // kubectl describe shows it: a Warning Event with the runner's cause.
-    const event = await waitFor("an InstallFailed Event", async () => (await c.core.listNamespacedEvent({ namespace: ns, fieldSelector: "involvedObject.name=second" })).items.find((e) => e.reason === "InstallFailed"));
+    const event = await waitFor("an InstallFailed Event", async () =>
+      (await c.core.listNamespacedEvent({ namespace: ns, fieldSelector: "involvedObject.name=second" })).items.find((e) => e.reason === "InstallFailed"),
+    );
     expect(event).toMatchObject({ type: "Warning", message: expect.stringContaining(cause) });
 
     // No automatic second attempt; the retry annotation asks for one.
     await new Promise((r) => setTimeout(r, 500));
     expect((await listInstallJobs(c, ns)).filter((j) => j.metadata!.labels!["bpa.akraino.org/provisioning"] === "second")).toHaveLength(1);
     await patchProvisioning(c, ns, "second", { metadata: { annotations: { "bpa.akraino.org/retry": "1" } } });
-    const retried = await waitForStatus(c, ns, "second", "a new install after the retry annotation", (x) => x.status?.phase === "Installing" && x.status.installJob !== job.metadata!.name);
+    const retried = await waitForStatus(
+      c,
+      ns,
+      "second",
+      "a new install after the retry annotation",
+      (x) => x.status?.phase === "Installing" && x.status.installJob !== job.metadata!.name,
+    );
     expect(retried.status!.assignedHosts!.map((h) => h.name)).toEqual(["mid-b"]);
     const secondJobs = (await listInstallJobs(c, ns)).filter((j) => j.metadata!.labels!["bpa.akraino.org/provisioning"] === "second");
     expect(secondJobs.map((j) => j.metadata!.name).sort()).toEqual([job.metadata!.name, retried.status!.installJob].sort());
@@ -303,8 +348,21 @@ describe("BPA operator with a real API server", () => {
     await createProvisioning(c, ns, await seedSample());
     const first = await waitForStatus(c, ns, "provisioning-sample", "Installing", (x) => x.status?.phase === "Installing");
     await setJobStatus(c, ns, first.status!.installJob!, "running");
-    await patchProvisioning(c, ns, "provisioning-sample", { spec: { worker: [{ cpu: 20, memory: "8Gi" }, { cpu: 40, memory: "64Gi" }] } });
-    const second = await waitForStatus(c, ns, "provisioning-sample", "a new install", (x) => x.status?.installJob !== first.status!.installJob && x.status?.phase === "Installing");
+    await patchProvisioning(c, ns, "provisioning-sample", {
+      spec: {
+        worker: [
+          { cpu: 20, memory: "8Gi" },
+          { cpu: 40, memory: "64Gi" },
+        ],
+      },
+    });
+    const second = await waitForStatus(
+      c,
+      ns,
+      "provisioning-sample",
+      "a new install",
+      (x) => x.status?.installJob !== first.status!.installJob && x.status?.phase === "Installing",
+    );
     expect(second.status!.assignedHosts!.map((h) => `${h.role}[${h.index}]=${h.name}`)).toEqual(["master[0]=mid-a", "worker[0]=big-a", "worker[1]=big-b"]);
     const { hostsIni } = await inventoryOf(ns, second);
     expect(hostsIni).toContain("[kube_node]\nbig-a\nbig-b\n");
@@ -324,7 +382,9 @@ describe("BPA operator with a real API server", () => {
     const p = await waitForStatus(c, ns, "edge", "Unsatisfiable", (x) => x.status?.phase === "Unsatisfiable");
     const message = condition(p, "HostsAssigned")!.message;
     expect(condition(p, "HostsAssigned")).toMatchObject({ status: "False", reason: "Unsatisfiable" });
-    expect(message).toContain("worker[0] needs cpu>=20, memory>=8Gi, sriov: no unclaimed provisioned host has it; closest: host-3 (16 cpu, 8Gi, sriov), host-7 (24 cpu, 4Gi, sriov)");
+    expect(message).toContain(
+      "worker[0] needs cpu>=20, memory>=8Gi, sriov: no unclaimed provisioned host has it; closest: host-3 (16 cpu, 8Gi, sriov), host-7 (24 cpu, 4Gi, sriov)",
+    );
     expect(condition(p, "Ready")).toMatchObject({ status: "False", reason: "Unsatisfiable" });
     expect(await listInstallJobs(c, ns)).toHaveLength(0);
     // A matching host appears: the unfilled role is re-planned and the install starts.

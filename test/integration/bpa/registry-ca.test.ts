@@ -61,7 +61,12 @@ describe("the registry's site CA", () => {
     expect(condition(waiting, "HostsAssigned")).toMatchObject({ status: "True" });
     expect(condition(waiting, "Reconciled")).toMatchObject({ status: "True" });
     const [event] = await waitFor("a RegistryCAMissing Event", async () => ((await caEvents(ns)).length ? caEvents(ns) : undefined));
-    expect(event).toMatchObject({ type: "Warning", reason: "RegistryCAMissing", message, involvedObject: { kind: "Provisioning", name: "cluster", uid: waiting.metadata.uid } });
+    expect(event).toMatchObject({
+      type: "Warning",
+      reason: "RegistryCAMissing",
+      message,
+      involvedObject: { kind: "Provisioning", name: "cluster", uid: waiting.metadata.uid },
+    });
     // Retried with the key's backoff (test settings 100 ms .. 2 s), repeats counted on the one Event.
     await waitFor("the Event counted again", async () => ((await caEvents(ns))[0]?.count ?? 0) >= 2, 10_000);
     expect(await caEvents(ns)).toHaveLength(1);
@@ -97,7 +102,14 @@ describe("the registry's site CA", () => {
     // 5. A new CA (the appliance re-made it; only the watch on the ConfigMap can notice: nothing is retrying): new install hash, new inventory with the new PEM, new Job.
     const second = makeTestCA("site CA two");
     await putRegistryCA(config, second.pem);
-    const moved = await waitForStatus(c, ns, "cluster", "a new install hash", (p) => !!p.status?.installHash && p.status.installHash !== installing.status!.installHash, 5_000);
+    const moved = await waitForStatus(
+      c,
+      ns,
+      "cluster",
+      "a new install hash",
+      (p) => !!p.status?.installHash && p.status.installHash !== installing.status!.installHash,
+      5_000,
+    );
     expect(moved.status!.inventoryConfigMap).not.toBe(installing.status!.inventoryConfigMap);
     expect(moved.status!.installJob).not.toBe(installing.status!.installJob);
     const cm2 = await c.core.readNamespacedConfigMap({ namespace: ns, name: moved.status!.inventoryConfigMap! });

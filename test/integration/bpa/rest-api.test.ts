@@ -23,7 +23,18 @@ import { bmh } from "../../fixtures/bpa/hosts.js";
 import type { V1ConfigMap, V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { builtOsImageManifest } from "../../../common/os-images.js";
-import { applyCrds, clients, createHost, createProvisioning, deleteNamespace, kubeConfig, loadKubeYaml, newNamespace, setJobStatus, waitFor } from "./helpers.js";
+import {
+  applyCrds,
+  clients,
+  createHost,
+  createProvisioning,
+  deleteNamespace,
+  kubeConfig,
+  loadKubeYaml,
+  newNamespace,
+  setJobStatus,
+  waitFor,
+} from "./helpers.js";
 import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
@@ -79,13 +90,26 @@ describe("the manifests", () => {
       const [deployment] = byKind("Deployment") as V1Deployment[];
       expect(deployment!.spec!.template.spec!.volumes!.every((v) => !v.hostPath)).toBe(true);
       // A pod is what Pod Security admission checks: the Deployment's template as a pod, server-side dry run.
-      await c.core.createNamespacedPod({ namespace: restricted, dryRun: "All", body: { metadata: { name: "bpa-api-psa" }, spec: deployment!.spec!.template.spec! } });
+      await c.core.createNamespacedPod({
+        namespace: restricted,
+        dryRun: "All",
+        body: { metadata: { name: "bpa-api-psa" }, spec: deployment!.spec!.template.spec! },
+      });
       // ... and the level is enforced here: the same pod with a hostPath volume is refused.
-      const withHostPath = { ...deployment!.spec!.template.spec!, volumes: [...deployment!.spec!.template.spec!.volumes!, { name: "host", hostPath: { path: "/var/lib" } }] };
-      await expect(c.core.createNamespacedPod({ namespace: restricted, dryRun: "All", body: { metadata: { name: "bpa-api-psa" }, spec: withHostPath } })).rejects.toThrow(/violates PodSecurity .*restricted:latest.*uses restricted volume type .*hostPath/);
+      const withHostPath = {
+        ...deployment!.spec!.template.spec!,
+        volumes: [...deployment!.spec!.template.spec!.volumes!, { name: "host", hostPath: { path: "/var/lib" } }],
+      };
+      await expect(
+        c.core.createNamespacedPod({ namespace: restricted, dryRun: "All", body: { metadata: { name: "bpa-api-psa" }, spec: withHostPath } }),
+      ).rejects.toThrow(/violates PodSecurity .*restricted:latest.*uses restricted volume type .*hostPath/);
       await c.apps.createNamespacedDeployment({ namespace: restricted, dryRun: "All", body: deployment! });
       await c.core.createNamespacedService({ namespace: restricted, dryRun: "All", body: (byKind("Service") as V1Service[])[0]! });
-      await c.core.createNamespacedPersistentVolumeClaim({ namespace: restricted, dryRun: "All", body: (byKind("PersistentVolumeClaim") as V1PersistentVolumeClaim[])[0]! });
+      await c.core.createNamespacedPersistentVolumeClaim({
+        namespace: restricted,
+        dryRun: "All",
+        body: (byKind("PersistentVolumeClaim") as V1PersistentVolumeClaim[])[0]!,
+      });
       const pv = docs.find((d) => d.kind === "PersistentVolume") as V1PersistentVolume;
       await c.core.createPersistentVolume({ dryRun: "All", body: pv });
       expect(pv.spec!.hostPath!.path).toBe("/var/lib/icn-bootstrap/bpa-api");
@@ -110,7 +134,13 @@ describe("TLS", () => {
     const first = makeServerTls(dir);
     await writeFile(join(dir, "tls.crt"), await readFile(first.certFile));
     await writeFile(join(dir, "tls.key"), await readFile(first.keyFile));
-    const reloading = await startTestApi(kc, ns, join(dir, "state"), { ca: first.ca, certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") }, { BPA_API_TLS_RELOAD_SECONDS: "0.2" });
+    const reloading = await startTestApi(
+      kc,
+      ns,
+      join(dir, "state"),
+      { ca: first.ca, certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") },
+      { BPA_API_TLS_RELOAD_SECONDS: "0.2" },
+    );
     try {
       const url = `https://127.0.0.1:${reloading.port}`;
       const before = await certOf(new ApiClient(url, first.ca));
@@ -173,7 +203,14 @@ describe("who may do what", () => {
 
   it("lets only the uploader who created an upload continue it", async () => {
     const other = new ApiClient(base, tls.ca, await tokenFor(c, ns, "other-uploader"));
-    await c.rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: "other-uploader" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name: "other-uploader", namespace: ns }] } });
+    await c.rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: "other-uploader" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" },
+        subjects: [{ kind: "ServiceAccount", name: "other-uploader", namespace: ns }],
+      },
+    });
     const data = randomBytes(2048);
     const created = await uploader.create({ kind: "file", name: "mine.bin", sha256: sha256(data) }, data.length);
     expect(created.status).toBe(201);
@@ -199,7 +236,13 @@ describe("uploads", () => {
       const req = request(new URL(location, base), {
         method: "PATCH",
         ca: tls.ca,
-        headers: { authorization: `Bearer ${uploader.token}`, "tus-resumable": "1.0.0", "upload-offset": 0, "content-type": "application/offset+octet-stream", "content-length": data.length },
+        headers: {
+          authorization: `Bearer ${uploader.token}`,
+          "tus-resumable": "1.0.0",
+          "upload-offset": 0,
+          "content-type": "application/offset+octet-stream",
+          "content-length": data.length,
+        },
       });
       req.on("error", () => resolve());
       req.write(data.subarray(0, cutAt), () => {
@@ -224,7 +267,14 @@ describe("uploads", () => {
     const done = await uploader.patch(location, offset, data.subarray(offset));
     expect(done.status, done.body).toBe(200);
     const record = JSON.parse(done.body) as UploadRecord;
-    expect(record).toMatchObject({ state: "published", kind: "file", name: "tools/big.bin", size: data.length, digest: `sha256:${sha256(data)}`, path: "/uploads/tools/big.bin" });
+    expect(record).toMatchObject({
+      state: "published",
+      kind: "file",
+      name: "tools/big.bin",
+      size: data.length,
+      digest: `sha256:${sha256(data)}`,
+      path: "/uploads/tools/big.bin",
+    });
     expect(record.url).toBe(`http://127.0.0.1:8080/uploads/tools/big.bin`);
     expect(record.bytesReceived).toBe(data.length); // nothing sent twice
     expect(sha256(await readFile(published("uploads", "tools/big.bin")))).toBe(sha256(data));
@@ -276,7 +326,10 @@ describe("uploads", () => {
     // The name is free again: the next upload replaces the file (a rename: old or new, never a mix).
     expect((await uploader.upload("file", "same.bin", otherData)).status).toBe(200);
     expect(sha256(await readFile(published("uploads", "same.bin")))).toBe(sha256(otherData));
-    const states = (await records()).filter((r) => r.name === "same.bin").map((r) => r.state).sort();
+    const states = (await records())
+      .filter((r) => r.name === "same.bin")
+      .map((r) => r.state)
+      .sort();
     expect(states).toEqual(["published", "replaced"]);
   });
 
@@ -311,15 +364,36 @@ describe("uploads", () => {
   });
 
   it("lists the build's OS image (the ConfigMap the build writes among the first-boot manifests) until an upload of the same name replaces it", async () => {
-    const built = { name: "debian-13-compute-node.qcow2", path: "/os-images/debian-13-compute-node.qcow2", sha256: "a".repeat(64), size: 260898304, format: "qcow2" as const };
+    const built = {
+      name: "debian-13-compute-node.qcow2",
+      path: "/os-images/debian-13-compute-node.qcow2",
+      sha256: "a".repeat(64),
+      size: 260898304,
+      format: "qcow2" as const,
+    };
     const manifest = yaml.load(builtOsImageManifest(built, "compute-node", ns)) as V1ConfigMap;
     await c.core.createNamespacedConfigMap({ namespace: ns, body: manifest });
     // A ConfigMap that is not an OS image announcement is not listed, a malformed one neither.
-    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "bad-os-image", labels: manifest.metadata!.labels }, data: { name: "x.qcow2", path: "/os-images/x.qcow2", sha256: "nope", size: "1", format: "qcow2" } } });
+    await c.core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: { name: "bad-os-image", labels: manifest.metadata!.labels },
+        data: { name: "x.qcow2", path: "/os-images/x.qcow2", sha256: "nope", size: "1", format: "qcow2" },
+      },
+    });
     const listed = await viewer.json<{ items: Record<string, unknown>[] }>("/api/v1/os-images");
     expect(listed.status).toBe(200);
     expect(listed.body.items.filter((i) => i.source === "build")).toEqual([
-      { name: built.name, url: `http://127.0.0.1:8080${built.path}`, checksum: `http://127.0.0.1:8080${built.path}.sha256sum`, checksumType: "sha256", sha256: built.sha256, format: "qcow2", size: built.size, source: "build" },
+      {
+        name: built.name,
+        url: `http://127.0.0.1:8080${built.path}`,
+        checksum: `http://127.0.0.1:8080${built.path}.sha256sum`,
+        checksumType: "sha256",
+        sha256: built.sha256,
+        format: "qcow2",
+        size: built.size,
+        source: "build",
+      },
     ]);
     // nginx serves a published file of that name first (icn-bootstrap-files.conf): so does the list.
     const replacement = Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 3]), randomBytes(4096)]);
@@ -358,7 +432,10 @@ describe.runIf(root)("the file server (nginx with the shipped icn-bootstrap-file
       .replace("listen 8080 default_server;", `listen 127.0.0.1:${port} default_server;`)
       .replace("listen [::]:8080 default_server;", "");
     await writeFile(join(work, "site.conf"), site);
-    await writeFile(join(work, "nginx.conf"), `user root;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${work}/site.conf;\n}\n`);
+    await writeFile(
+      join(work, "nginx.conf"),
+      `user root;\npid ${work}/nginx.pid;\nerror_log ${work}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${work}/site.conf;\n}\n`,
+    );
     const nginx = (...args: string[]) => execa("nginx", ["-p", work, "-c", join(work, "nginx.conf"), ...args]);
     await nginx();
     try {
@@ -394,13 +471,21 @@ describe("install status from the Kubernetes API", () => {
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
     await c.custom.patchNamespacedCustomObjectStatus(
       {
-        group: "bpa.akraino.org", version: "v1alpha1", namespace: ns, plural: "provisionings", name: "site-a",
+        group: "bpa.akraino.org",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "provisionings",
+        name: "site-a",
         body: {
           status: {
             phase: "Failed",
             installJob: "site-a-install-0123abcd",
-            assignedHosts: [{ name: "node-1", namespace: ns, role: "master", index: 0, mac: "52:54:00:00:00:01", ip: "10.9.0.11", cpu: 16, ramMebibytes: 32768 }],
-            conditions: [{ type: "Ready", status: "False", reason: "InstallFailed", message: "install Job site-a-install-0123abcd failed", lastTransitionTime: now }],
+            assignedHosts: [
+              { name: "node-1", namespace: ns, role: "master", index: 0, mac: "52:54:00:00:00:01", ip: "10.9.0.11", cpu: 16, ramMebibytes: 32768 },
+            ],
+            conditions: [
+              { type: "Ready", status: "False", reason: "InstallFailed", message: "install Job site-a-install-0123abcd failed", lastTransitionTime: now },
+            ],
           },
         },
       },
@@ -415,7 +500,9 @@ describe("install status from the Kubernetes API", () => {
       installJob: { name: "site-a-install-0123abcd", state: "failed", message: "Job has reached the specified backoff limit" },
     });
     const hosts = await viewer.json<{ items: Record<string, unknown>[] }>("/api/v1/hosts");
-    expect(hosts.body.items).toContainEqual(expect.objectContaining({ namespace: ns, name: "node-1", state: "provisioned", cpu: 16, ramMebibytes: 32768, ip: "10.9.0.11" }));
+    expect(hosts.body.items).toContainEqual(
+      expect.objectContaining({ namespace: ns, name: "node-1", state: "provisioned", cpu: 16, ramMebibytes: 32768, ip: "10.9.0.11" }),
+    );
   });
 });
 

@@ -51,7 +51,21 @@ it("resumes after the upload command is killed mid-way, sending only what the se
   const digest = hash.digest("hex");
   await writeFile(join(work, "ca.crt"), tls.ca);
   const server = `https://127.0.0.1:${api.port}`;
-  const args = ["--import", "tsx", "builder/cli.ts", "upload", file, "--kind", "file", "--name", "big/payload.bin", "--server", server, "--cacert", join(work, "ca.crt")];
+  const args = [
+    "--import",
+    "tsx",
+    "builder/cli.ts",
+    "upload",
+    file,
+    "--kind",
+    "file",
+    "--name",
+    "big/payload.bin",
+    "--server",
+    server,
+    "--cacert",
+    join(work, "ca.crt"),
+  ];
   const env = { ...process.env, ICN_BPA_TOKEN: token, XDG_STATE_HOME: join(work, "xdg") };
 
   // First run: killed (SIGKILL: no goodbye on the wire) once it reports 20% sent.
@@ -90,7 +104,11 @@ it("resumes after the upload command is killed mid-way, sending only what the se
   expect(await stat(`${state}.lock`).catch(() => undefined)).toBeUndefined();
   const small = join(work, "small.bin");
   await writeFile(small, randomBytes(4096));
-  const next = await execa(process.execPath, [...args.slice(0, 4), small, "--kind", "file", "--name", "small.bin", ...args.slice(9)], { cwd: REPO, env, reject: false });
+  const next = await execa(process.execPath, [...args.slice(0, 4), small, "--kind", "file", "--name", "small.bin", ...args.slice(9)], {
+    cwd: REPO,
+    env,
+    reject: false,
+  });
   expect(next.exitCode, next.stderr).toBe(0);
   expect(next.stderr).not.toContain("resuming");
 }, 180_000);

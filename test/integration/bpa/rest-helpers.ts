@@ -93,7 +93,12 @@ export interface ApiFixture {
 }
 
 /** Starts the API for a test file; `prepare` runs before the API starts (objects it reads at start). */
-export async function startApiFixture(kc: KubeConfig, c: Clients, name: string, options: { env?: Record<string, string>; prepare?: (ns: string) => Promise<void> } = {}): Promise<ApiFixture> {
+export async function startApiFixture(
+  kc: KubeConfig,
+  c: Clients,
+  name: string,
+  options: { env?: Record<string, string>; prepare?: (ns: string) => Promise<void> } = {},
+): Promise<ApiFixture> {
   const ns = await newNamespace(c, name);
   await applyApiRbac(c, ns);
   await options.prepare?.(ns);
@@ -160,11 +165,21 @@ export class ApiClient {
 
   /** tus creation; returns the reply (Location on 201). */
   create(fields: Record<string, string>, length: number): Promise<Reply> {
-    return this.send("POST", "/api/v1/uploads", { "tus-resumable": "1.0.0", "upload-length": length, "upload-metadata": tusMetadata(fields), "content-length": 0 });
+    return this.send("POST", "/api/v1/uploads", {
+      "tus-resumable": "1.0.0",
+      "upload-length": length,
+      "upload-metadata": tusMetadata(fields),
+      "content-length": 0,
+    });
   }
 
   patch(location: string, offset: number, data: Buffer): Promise<Reply> {
-    return this.send("PATCH", location, { "tus-resumable": "1.0.0", "upload-offset": offset, "content-type": "application/offset+octet-stream", "content-length": data.length }, data);
+    return this.send(
+      "PATCH",
+      location,
+      { "tus-resumable": "1.0.0", "upload-offset": offset, "content-type": "application/offset+octet-stream", "content-length": data.length },
+      data,
+    );
   }
 
   head(location: string): Promise<Reply> {

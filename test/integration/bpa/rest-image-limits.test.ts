@@ -65,10 +65,15 @@ async function startApiProcess(): Promise<void> {
   api = { child, exited, output: () => output };
   const base = `https://127.0.0.1:${port}`;
   for (const client of [uploader, viewer]) (client as { base: string }).base = base;
-  await waitFor("bpa api to answer", async () => {
-    if (child.exitCode !== null) throw new Error(`bpa api exited: ${output}`);
-    return (await viewer.send("GET", "/healthz").catch(() => undefined))?.status === 200;
-  }, 60_000, 200);
+  await waitFor(
+    "bpa api to answer",
+    async () => {
+      if (child.exitCode !== null) throw new Error(`bpa api exited: ${output}`);
+      return (await viewer.send("GET", "/healthz").catch(() => undefined))?.status === 200;
+    },
+    60_000,
+    200,
+  );
 }
 
 async function killApi(signal: NodeJS.Signals): Promise<void> {
@@ -82,7 +87,10 @@ beforeAll(async () => {
   ns = await newNamespace(c, "rest-limits");
   await applyApiRbac(c, ns);
   // What the appliance's first boot creates; the registry they name never answers.
-  await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: "push", password: "secret" } } });
+  await c.core.createNamespacedSecret({
+    namespace: ns,
+    body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: "push", password: "secret" } },
+  });
   work = await mkdtemp(join(tmpdir(), "icn-rest-limits-"));
   tls = makeServerTls(work);
   await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": tls.ca } } });
@@ -118,7 +126,14 @@ async function ociLayout(dir: string, index?: (json: string) => Promise<void>): 
   };
   const layer = await put(randomBytes(4096));
   const config = await put(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [layer.digest] } }));
-  const manifest = await put(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: { mediaType: "application/vnd.oci.image.config.v1+json", ...config }, layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", ...layer }] }));
+  const manifest = await put(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: { mediaType: "application/vnd.oci.image.config.v1+json", ...config },
+      layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", ...layer }],
+    }),
+  );
   await writeFile(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
   const json = JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest }] });
   if (index) await index(json);

@@ -52,14 +52,29 @@ describe("the status page in Chromium", () => {
     expect((await uploader.upload("os-image", "bad-image.qcow2", randomBytes(4096), "0".repeat(64))).status).toBe(422);
     await createHost(c, ns, bmh({ name: "rack1-node1", cpu: 32, ram: 65536, ip: "10.20.0.5" }));
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-    for (const [name, phase, ready] of [["site-ready", "Ready", "True"], ["site-broken", "Failed", "False"]] as const) {
+    for (const [name, phase, ready] of [
+      ["site-ready", "Ready", "True"],
+      ["site-broken", "Failed", "False"],
+    ] as const) {
       await createProvisioning(c, ns, { metadata: { name }, spec: { master: { cpu: 4, memory: "4Gi" } } });
       await c.custom.patchNamespacedCustomObjectStatus(
-        { group: "bpa.akraino.org", version: "v1alpha1", namespace: ns, plural: "provisionings", name, body: { status: { phase, conditions: [{ type: "Ready", status: ready, reason: phase, message: phase, lastTransitionTime: now }] } } },
+        {
+          group: "bpa.akraino.org",
+          version: "v1alpha1",
+          namespace: ns,
+          plural: "provisionings",
+          name,
+          body: { status: { phase, conditions: [{ type: "Ready", status: ready, reason: phase, message: phase, lastTransitionTime: now }] } },
+        },
         mergePatch,
       );
     }
-    spki = execFileSync("sh", ["-c", `openssl x509 -in '${tls.certFile}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`]).toString().trim();
+    spki = execFileSync("sh", [
+      "-c",
+      `openssl x509 -in '${tls.certFile}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`,
+    ])
+      .toString()
+      .trim();
   }, 120_000);
 
   afterAll(async () => {
@@ -67,10 +82,24 @@ describe("the status page in Chromium", () => {
   });
 
   const browse = (extra: string[], target: string) =>
-    execa(chromium!, ["--headless", "--no-sandbox", "--disable-gpu", `--user-data-dir=${join(work, `profile-${randomBytes(4).toString("hex")}`)}`, `--ignore-certificate-errors-spki-list=${spki}`, "--virtual-time-budget=15000", "--window-size=1280,900", ...extra, target], {
-      timeout: 120_000,
-      reject: false,
-    });
+    execa(
+      chromium!,
+      [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        `--user-data-dir=${join(work, `profile-${randomBytes(4).toString("hex")}`)}`,
+        `--ignore-certificate-errors-spki-list=${spki}`,
+        "--virtual-time-budget=15000",
+        "--window-size=1280,900",
+        ...extra,
+        target,
+      ],
+      {
+        timeout: 120_000,
+        reject: false,
+      },
+    );
 
   it("shows Provisionings, hosts and uploads from the API, and the screenshot has the header and the state colours", async () => {
     const dom = await browse(["--dump-dom"], `${url}#token=${viewerToken}`);

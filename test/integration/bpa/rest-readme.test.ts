@@ -57,19 +57,23 @@ function adapt(script: string, cutFirstPatch: boolean): string {
 }
 
 for (const cut of [false, true]) {
-  it(cut ? "the example's resume step finishes an upload whose PATCH was cut" : "the example uploads a file as written", async () => {
-    const dir = await mkdtemp(join(work, "run-"));
-    const data = randomBytes(cut ? 12 * 1024 * 1024 : 1024 * 1024);
-    await writeFile(join(dir, "helm-v3.19.0-linux-amd64.tar.gz"), data);
-    await writeFile(join(dir, "ca.crt"), tls.ca);
-    const viewer = new ApiClient(`https://127.0.0.1:${api.port}`, tls.ca, await tokenFor(c, ns, "bpa-api-viewer"));
-    const before = Date.now();
-    const run = await execa("bash", ["-c", adapt(example, cut)], { cwd: dir, reject: false });
-    const list = (await viewer.json<{ items: UploadRecord[] }>("/api/v1/uploads")).body.items;
-    const mine = list.filter((u) => u.name === "tools/helm-v3.19.0-linux-amd64.tar.gz" && Date.parse(u.finished ?? "0") >= before);
-    expect(mine, `${run.stdout}\n${run.stderr}`).toHaveLength(1);
-    expect(mine[0]).toMatchObject({ state: "published", size: data.length, digest: `sha256:${sha256(data)}`, bytesReceived: data.length });
-    if (cut) expect(run.stderr).toMatch(/curl: \(28\)/); // the first PATCH was cut by its time limit
-    expect(run.stdout).toContain('"state": "published"'); // the final listing
-  }, 60_000);
+  it(
+    cut ? "the example's resume step finishes an upload whose PATCH was cut" : "the example uploads a file as written",
+    async () => {
+      const dir = await mkdtemp(join(work, "run-"));
+      const data = randomBytes(cut ? 12 * 1024 * 1024 : 1024 * 1024);
+      await writeFile(join(dir, "helm-v3.19.0-linux-amd64.tar.gz"), data);
+      await writeFile(join(dir, "ca.crt"), tls.ca);
+      const viewer = new ApiClient(`https://127.0.0.1:${api.port}`, tls.ca, await tokenFor(c, ns, "bpa-api-viewer"));
+      const before = Date.now();
+      const run = await execa("bash", ["-c", adapt(example, cut)], { cwd: dir, reject: false });
+      const list = (await viewer.json<{ items: UploadRecord[] }>("/api/v1/uploads")).body.items;
+      const mine = list.filter((u) => u.name === "tools/helm-v3.19.0-linux-amd64.tar.gz" && Date.parse(u.finished ?? "0") >= before);
+      expect(mine, `${run.stdout}\n${run.stderr}`).toHaveLength(1);
+      expect(mine[0]).toMatchObject({ state: "published", size: data.length, digest: `sha256:${sha256(data)}`, bytesReceived: data.length });
+      if (cut) expect(run.stderr).toMatch(/curl: \(28\)/); // the first PATCH was cut by its time limit
+      expect(run.stdout).toContain('"state": "published"'); // the final listing
+    },
+    60_000,
+  );
 }

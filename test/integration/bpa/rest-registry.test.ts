@@ -45,7 +45,10 @@ async function ociLayout(dir: string, layerBytes: number): Promise<{ digest: str
     }),
   );
   await writeFile(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
-  await writeFile(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest }] }));
+  await writeFile(
+    join(dir, "index.json"),
+    JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest }] }),
+  );
   return { digest: manifest.digest, layer };
 }
 
@@ -65,7 +68,14 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
       env: { BPA_API_REGISTRY_URL: `https://${front.address}`, BPA_API_PULL_HOST: front.address },
       // What the appliance's first boot creates: the push credentials and the site CA.
       prepare: async (namespace) => {
-        await c.core.createNamespacedSecret({ namespace, body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: front.username, password: front.password } } });
+        await c.core.createNamespacedSecret({
+          namespace,
+          body: {
+            metadata: { name: "icn-registry-push" },
+            type: "kubernetes.io/basic-auth",
+            stringData: { username: front.username, password: front.password },
+          },
+        });
         await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": front.ca } } });
       },
     });
@@ -109,7 +119,21 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
 
     const cli = await execa(
       process.execPath,
-      ["--import", "tsx", "builder/cli.ts", "upload", archive, "--kind", "container-image", "--name", "site/hello:1", "--server", uploader.base, "--cacert", join(work, "api-ca.crt")],
+      [
+        "--import",
+        "tsx",
+        "builder/cli.ts",
+        "upload",
+        archive,
+        "--kind",
+        "container-image",
+        "--name",
+        "site/hello:1",
+        "--server",
+        uploader.base,
+        "--cacert",
+        join(work, "api-ca.crt"),
+      ],
       { cwd: REPO, reject: false, env: { ICN_BPA_TOKEN: uploader.token!, XDG_STATE_HOME: join(work, "xdg") } },
     );
     expect(cli.exitCode, `${cli.stdout}\n${cli.stderr}`).toBe(0);

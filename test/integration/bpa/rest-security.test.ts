@@ -34,7 +34,13 @@ function rawRequest(method: string, target: string, headers: Record<string, stri
   const { port } = new URL(fixture.url);
   return new Promise((resolve, reject) => {
     const socket = connect({ host: "127.0.0.1", port: Number(port), ca: fixture.tls.ca, servername: "localhost" }, () => {
-      const lines = [`${method} ${target} HTTP/1.1`, `host: 127.0.0.1:${port}`, "connection: close", `content-length: ${body.length}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+      const lines = [
+        `${method} ${target} HTTP/1.1`,
+        `host: 127.0.0.1:${port}`,
+        "connection: close",
+        `content-length: ${body.length}`,
+        ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+      ];
       socket.write(Buffer.concat([Buffer.from(`${lines.join("\r\n")}\r\n\r\n`), body]));
     });
     const chunks: Buffer[] = [];
@@ -57,7 +63,11 @@ function rawRequest(method: string, target: string, headers: Record<string, stri
 async function uploaderClient(name: string): Promise<ApiClient> {
   await c.rbac.createNamespacedRoleBinding({
     namespace: fixture.ns,
-    body: { metadata: { name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" }, subjects: [{ kind: "ServiceAccount", name, namespace: fixture.ns }] },
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" },
+      subjects: [{ kind: "ServiceAccount", name, namespace: fixture.ns }],
+    },
   });
   const client = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, name));
   await waitFor(`RBAC to admit ${name}`, async () => (await client.send("GET", "/api/v1/uploads")).status === 200);

@@ -6,7 +6,6 @@ import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { prng } from "../../fixtures/prng.js";
 
-
 const pick = <T>(rand: () => number, items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 
 function role(partial: Partial<RoleRequirement> & { role: RoleRequirement["role"]; index: number }): RoleRequirement {
@@ -149,10 +148,7 @@ describe("role assignment", () => {
     ];
     const result = planAssignment({ roles, hosts });
     expect(result.ok).toBe(true);
-    expect(result.placements.map((p) => `${p.role.role}=${p.host.name}`)).toEqual([
-      "master=plain-big",
-      "worker=sriov-small",
-    ]);
+    expect(result.placements.map((p) => `${p.role.role}=${p.host.name}`)).toEqual(["master=plain-big", "worker=sriov-small"]);
   });
 
   it("honours a MAC pin", () => {
@@ -168,7 +164,10 @@ describe("role assignment", () => {
   it("names the unmet requirement and the closest hosts when no host fits a role", () => {
     const parsed = normalizeSpec({
       master: { cpu: 10, memory: "4Gi" },
-      worker: [{ cpu: 4, memory: "4Gi" }, { cpu: 20, memory: "8Gi", sriov: true }],
+      worker: [
+        { cpu: 4, memory: "4Gi" },
+        { cpu: 20, memory: "8Gi", sriov: true },
+      ],
     });
     if (!parsed.ok) throw new Error(parsed.errors.join());
     const hosts = [
@@ -201,11 +200,7 @@ describe("role assignment", () => {
       hostFacts(bmh({ name: "b", cpu: 16, ram: 16384 })),
       hostFacts(bmh({ name: "c", cpu: 2, ram: 2048 })),
     ];
-    const roles = [
-      role({ role: "master", index: 0, cpu: 8 }),
-      role({ role: "worker", index: 0, cpu: 8 }),
-      role({ role: "worker", index: 1, cpu: 8 }),
-    ];
+    const roles = [role({ role: "master", index: 0, cpu: 8 }), role({ role: "worker", index: 0, cpu: 8 }), role({ role: "worker", index: 1, cpu: 8 })];
     const result = planAssignment({ roles, hosts });
     expect(result.ok).toBe(false);
     if (result.ok) return;

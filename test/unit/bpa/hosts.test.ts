@@ -72,7 +72,10 @@ describe("hardware details from Metal3's HardwareData", () => {
     const details = moved.status!.hardware!;
     delete moved.status!.hardware;
     expect(hostFacts(moved).unusable).toBe("no hardware inventory (status.hardware, HardwareData)");
-    const [a, b] = withHardwareData([withStatus, moved], [hardwareData("moved", "default", { ...details, cpu: { ...details.cpu, count: 32 }, ramMebibytes: 65536 })]);
+    const [a, b] = withHardwareData(
+      [withStatus, moved],
+      [hardwareData("moved", "default", { ...details, cpu: { ...details.cpu, count: 32 }, ramMebibytes: 65536 })],
+    );
     expect(a).toBe(withStatus);
     const facts = hostFacts(b!);
     expect(facts).toMatchObject({ cpu: 32, ramMebibytes: 65536 });

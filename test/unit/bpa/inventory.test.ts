@@ -48,15 +48,13 @@ function groupHosts(list: AnsibleList, group: string): string[] {
 
 describe("kubespray inventory", () => {
   const config = testConfig();
-  const hosts = [
-    host("worker-b", "worker", 1, "10.0.0.22"),
-    host("master-1", "master", 0, "10.0.0.11"),
-    host("worker-a", "worker", 0, "10.0.0.21"),
-  ];
+  const hosts = [host("worker-b", "worker", 1, "10.0.0.22"), host("master-1", "master", 0, "10.0.0.11"), host("worker-a", "worker", 0, "10.0.0.21")];
 
   it("renders kubespray's current inventory layout", () => {
     const text = renderHostsIni(hosts, { provisioning: "ns/p", installHash: "ab".repeat(32) });
-    expect(text).toContain("[all]\nmaster-1 ansible_host=10.0.0.11 ip=10.0.0.11 etcd_member_name=etcd1\nworker-a ansible_host=10.0.0.21 ip=10.0.0.21\nworker-b ansible_host=10.0.0.22 ip=10.0.0.22\n");
+    expect(text).toContain(
+      "[all]\nmaster-1 ansible_host=10.0.0.11 ip=10.0.0.11 etcd_member_name=etcd1\nworker-a ansible_host=10.0.0.21 ip=10.0.0.21\nworker-b ansible_host=10.0.0.22 ip=10.0.0.22\n",
+    );
     expect(text).toContain("[kube_control_plane]\nmaster-1\n");
     expect(text).toContain("[etcd]\nmaster-1\n");
     expect(text).toContain("[kube_node]\nworker-a\nworker-b\n");
@@ -113,9 +111,17 @@ describe("kubespray inventory", () => {
 
   it("a cluster installed without workers keeps its masters in kube_node when workers join (mastersAreNodes)", async () => {
     const hosts = [host("m0", "master", 0, "10.0.2.1"), host("w0", "worker", 0, "10.0.2.2")];
-    const grown = await ansibleInventory(renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }, { mastersAreNodes: true }), renderGroupVars(testConfig(), "ns/r"), "grown");
+    const grown = await ansibleInventory(
+      renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }, { mastersAreNodes: true }),
+      renderGroupVars(testConfig(), "ns/r"),
+      "grown",
+    );
     expect(groupHosts(grown, "kube_node")).toEqual(["m0", "w0"]);
-    const split = await ansibleInventory(renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }), renderGroupVars(testConfig(), "ns/r"), "split");
+    const split = await ansibleInventory(
+      renderHostsIni(hosts, { provisioning: "ns/r", installHash: "12".repeat(32) }),
+      renderGroupVars(testConfig(), "ns/r"),
+      "split",
+    );
     expect(groupHosts(split, "kube_node")).toEqual(["w0"]);
   });
 
@@ -134,4 +140,3 @@ describe("kubespray inventory", () => {
     expect(() => testConfig({ kubernetesVersions: ["v1.35"] })).toThrow(/kubernetesVersions/);
   });
 });
-

@@ -4,15 +4,7 @@ import { loadConfig } from "../../../bpa/config/config.js";
 import { installHash } from "../../../bpa/jobs/hash.js";
 import { childName, names } from "../../../bpa/jobs/names.js";
 import { nextOperation } from "../../../bpa/jobs/operation.js";
-import {
-  agentsDeployment,
-  installJob,
-  inventoryConfigMap,
-  operationJob,
-  runnerRole,
-  runnerRoleBinding,
-  userDataSecret,
-} from "../../../bpa/jobs/objects.js";
+import { agentsDeployment, installJob, inventoryConfigMap, operationJob, runnerRole, runnerRoleBinding, userDataSecret } from "../../../bpa/jobs/objects.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 
@@ -70,7 +62,14 @@ describe("install Job", () => {
   const job = installJob(p, config, hash);
   it("is owned by the Provisioning (garbage collection deletes it with its owner)", () => {
     expect(job.metadata?.ownerReferences).toEqual([
-      { apiVersion: "bpa.akraino.org/v1alpha1", kind: "Provisioning", name: "provisioning-sample", uid: "1111-2222", controller: true, blockOwnerDeletion: true },
+      {
+        apiVersion: "bpa.akraino.org/v1alpha1",
+        kind: "Provisioning",
+        name: "provisioning-sample",
+        uid: "1111-2222",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
     ]);
     expect(job.metadata?.annotations?.["bpa.akraino.org/install-hash"]).toBe(hash);
   });
@@ -173,7 +172,13 @@ describe("configuration", () => {
 
   it("takes environment overrides and names the bad fields with their variables", () => {
     const c = loadConfig({
-      env: { BPA_RUNNER_IMAGE: "r.local/runner:1", BPA_REGISTRY_HOST: "10.1.1.1:5000", BPA_FILES_REPO: "http://10.1.1.1", POD_NAMESPACE: "ops", BPA_WATCH_NAMESPACE: "" },
+      env: {
+        BPA_RUNNER_IMAGE: "r.local/runner:1",
+        BPA_REGISTRY_HOST: "10.1.1.1:5000",
+        BPA_FILES_REPO: "http://10.1.1.1",
+        POD_NAMESPACE: "ops",
+        BPA_WATCH_NAMESPACE: "",
+      },
     });
     expect(c).toMatchObject({ runnerImage: "r.local/runner:1", registryHost: "10.1.1.1:5000", namespace: "ops", watchNamespace: "" });
     expect(() => loadConfig({ env: { BPA_RUNNER_IMAGE: "Not An Image", BPA_REGISTRY_HOST: "x y", BPA_FILES_REPO: "ftp://x" } })).toThrow(
@@ -216,7 +221,12 @@ describe("configuration", () => {
 describe("day-2 operation Job", () => {
   const m0 = { name: "m0", namespace: "team-a", role: "master" as const, index: 0, mac: "52:54:00:00:00:01", ip: "10.0.0.1", cpu: 12, ramMebibytes: 8192 };
   const w0 = { ...m0, name: "w0", role: "worker" as const, mac: "52:54:00:00:00:02", ip: "10.0.0.2" };
-  const next = nextOperation({ cluster: { hosts: [m0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: ["1.35.4"] });
+  const next = nextOperation({
+    cluster: { hosts: [m0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 },
+    wanted: [m0, w0],
+    wantedVersion: "1.35.4",
+    servedVersions: ["1.35.4"],
+  });
   if (!("operation" in next)) throw new Error("expected an operation");
   const job = operationJob(p, config, hash, next.operation);
   it("is named after its kind and runs the runner with the operation's playbook and --limit", () => {
@@ -227,7 +237,16 @@ describe("day-2 operation Job", () => {
     expect(env.BPA_EXTRA_VARS).toBeUndefined();
   });
   it("carries the cluster it leads to and its status record, so a restarted operator can apply it from the Job alone", () => {
-    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/outcome"]!)).toEqual({ hosts: [m0, w0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 2 });
-    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/record"]!)).toEqual({ hosts: ["w0"], description: "scale.yml adds worker[0]=w0", kubernetesVersion: "1.35.4" });
+    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/outcome"]!)).toEqual({
+      hosts: [m0, w0],
+      kubernetesVersion: "1.35.4",
+      mastersAreNodes: true,
+      revision: 2,
+    });
+    expect(JSON.parse(job.metadata!.annotations!["bpa.akraino.org/record"]!)).toEqual({
+      hosts: ["w0"],
+      description: "scale.yml adds worker[0]=w0",
+      kubernetesVersion: "1.35.4",
+    });
   });
 });

@@ -21,7 +21,12 @@ const w0 = host("w0", "worker", 0);
 const w1 = host("w1", "worker", 1);
 const m1 = host("m1", "master", 1);
 const served = ["1.33.7", "1.34.3", "1.34.5", "1.35.4"];
-const cluster = (hosts: AssignedHost[], version = "1.35.4", mastersAreNodes = false): ClusterState => ({ hosts, kubernetesVersion: version, mastersAreNodes, revision: 3 });
+const cluster = (hosts: AssignedHost[], version = "1.35.4", mastersAreNodes = false): ClusterState => ({
+  hosts,
+  kubernetesVersion: version,
+  mastersAreNodes,
+  revision: 3,
+});
 
 function op(result: ReturnType<typeof nextOperation>) {
   if (!("operation" in result)) throw new Error(`expected an operation, got ${JSON.stringify(result)}`);
@@ -63,7 +68,13 @@ describe("the next operation of a Provisioning", () => {
     const afterAdd = { ...both, cluster: cluster([m0, w0, w1], "1.34.5") };
     expect(op(nextOperation(afterAdd))).toMatchObject({ kind: "remove", hosts: ["w0"] });
     const afterRemove = { ...both, cluster: cluster([m0, w1], "1.34.5") };
-    expect(op(nextOperation(afterRemove))).toMatchObject({ kind: "upgrade", playbook: "upgrade-cluster.yml", kubernetesVersion: "1.35.4", fromVersion: "1.34.5", hosts: ["m0", "w1"] });
+    expect(op(nextOperation(afterRemove))).toMatchObject({
+      kind: "upgrade",
+      playbook: "upgrade-cluster.yml",
+      kubernetesVersion: "1.35.4",
+      fromVersion: "1.34.5",
+      hosts: ["m0", "w1"],
+    });
     expect(nextOperation({ ...both, cluster: cluster([m0, w1], "1.35.4") })).toEqual({ upToDate: true });
   });
 
@@ -83,19 +94,47 @@ describe("the next operation of a Provisioning", () => {
     expect(o.summary).toBe("upgrade-cluster.yml updates containerd 2.2.3 -> 2.2.4 (Kubernetes stays 1.35.4)");
     expect(o.outcome.components).toEqual({ containerd: "2.2.4", runc: "1.4.2", nerdctl: "2.0.4" });
     // The same components, or a cluster that recorded none: nothing to do.
-    expect(nextOperation({ cluster: { ...installed, components: { containerd: "2.2.4" } }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).toEqual({ upToDate: true });
-    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).toEqual({ upToDate: true });
+    expect(
+      nextOperation({
+        cluster: { ...installed, components: { containerd: "2.2.4" } },
+        wanted: [m0, w0],
+        wantedVersion: "1.35.4",
+        servedVersions: served,
+        servedComponents,
+      }),
+    ).toEqual({ upToDate: true });
+    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).toEqual({
+      upToDate: true,
+    });
     // Hosts first; a Kubernetes upgrade brings the served components with it.
-    expect(op(nextOperation({ cluster: installed, wanted: [m0, w0, w1], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).outcome.components).toEqual(installed.components);
-    const upgrade = op(nextOperation({ cluster: { ...installed, kubernetesVersion: "1.34.5" }, wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served, servedComponents }));
+    expect(
+      op(nextOperation({ cluster: installed, wanted: [m0, w0, w1], wantedVersion: "1.35.4", servedVersions: served, servedComponents })).outcome.components,
+    ).toEqual(installed.components);
+    const upgrade = op(
+      nextOperation({
+        cluster: { ...installed, kubernetesVersion: "1.34.5" },
+        wanted: [m0, w0],
+        wantedVersion: "1.35.4",
+        servedVersions: served,
+        servedComponents,
+      }),
+    );
     expect(upgrade).toMatchObject({ kubernetesVersion: "1.35.4", outcome: { kubernetesVersion: "1.35.4", components: servedComponents } });
   });
 
   it("refuses what it must not do, saying why: a downgrade, removing a master, removing the last worker of a control-plane-only cluster", () => {
-    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.34.5", servedVersions: served })).toEqual({ blocked: expect.stringContaining("does not downgrade") });
-    expect(nextOperation({ cluster: cluster([m0, m1, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served })).toEqual({ blocked: expect.stringContaining("control-plane host (master[1]=m1)") });
-    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0], wantedVersion: "1.35.4", servedVersions: served })).toEqual({ blocked: expect.stringContaining("no node to run workloads") });
+    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0, w0], wantedVersion: "1.34.5", servedVersions: served })).toEqual({
+      blocked: expect.stringContaining("does not downgrade"),
+    });
+    expect(nextOperation({ cluster: cluster([m0, m1, w0]), wanted: [m0, w0], wantedVersion: "1.35.4", servedVersions: served })).toEqual({
+      blocked: expect.stringContaining("control-plane host (master[1]=m1)"),
+    });
+    expect(nextOperation({ cluster: cluster([m0, w0]), wanted: [m0], wantedVersion: "1.35.4", servedVersions: served })).toEqual({
+      blocked: expect.stringContaining("no node to run workloads"),
+    });
     // A single-node cluster's master is a node: its workers may all go.
-    expect(op(nextOperation({ cluster: cluster([m0, w0], "1.35.4", true), wanted: [m0], wantedVersion: "1.35.4", servedVersions: served })).kind).toBe("remove");
+    expect(op(nextOperation({ cluster: cluster([m0, w0], "1.35.4", true), wanted: [m0], wantedVersion: "1.35.4", servedVersions: served })).kind).toBe(
+      "remove",
+    );
   });
 });

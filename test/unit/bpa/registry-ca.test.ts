@@ -23,6 +23,8 @@ describe("the registry's site CA (ConfigMap icn-registry-ca, key ca.crt)", () =>
     expect(checkRegistryCaPem(ca.keyPem)).toEqual({ problem: expect.stringMatching(/holds no PEM certificate/) });
     const broken = ca.pem.replace(/\n[A-Za-z0-9+/]{20}/, "\nAAAAAAAAAAAAAAAAAAAA");
     expect(checkRegistryCaPem(broken)).toEqual({ problem: expect.stringMatching(/certificate 1 is not a valid X\.509 certificate/) });
-    expect(checkRegistryCaPem(ca.pem, new Date("2200-01-01T00:00:00Z"))).toEqual({ problem: expect.stringMatching(/certificate 1 \(CN=ICN test registry CA\) expired on/) });
+    expect(checkRegistryCaPem(ca.pem, new Date("2200-01-01T00:00:00Z"))).toEqual({
+      problem: expect.stringMatching(/certificate 1 \(CN=ICN test registry CA\) expired on/),
+    });
   });
 });

@@ -7,20 +7,28 @@ const hex = "a".repeat(64);
 
 describe("upload metadata", () => {
   it("accepts the three kinds with their names, and sha256 with or without its prefix", () => {
-    expect(parseUploadRequest({ kind: "file", name: "kubespray/v2.31.0/calicoctl", sha256: hex })).toEqual({ kind: "file", name: "kubespray/v2.31.0/calicoctl", sha256: hex });
+    expect(parseUploadRequest({ kind: "file", name: "kubespray/v2.31.0/calicoctl", sha256: hex })).toEqual({
+      kind: "file",
+      name: "kubespray/v2.31.0/calicoctl",
+      sha256: hex,
+    });
     expect(parseUploadRequest({ kind: "os-image", name: "ubuntu-22.04.qcow2", sha256: `sha256:${"B".repeat(64)}` }).sha256).toBe("b".repeat(64));
     expect(parseUploadRequest({ kind: "container-image", name: "site/app:1.0", sha256: hex }).name).toBe("site/app:1.0");
   });
 
   it("names every bad field with the fix", () => {
-    expect(() => parseUploadRequest({})).toThrow(/metadata "kind" is missing: use one of file, container-image, os-image; metadata "name" is missing.*; metadata "sha256" is missing/);
+    expect(() => parseUploadRequest({})).toThrow(
+      /metadata "kind" is missing: use one of file, container-image, os-image; metadata "name" is missing.*; metadata "sha256" is missing/,
+    );
     for (const name of ["../x", "a/../b", ".hidden", "a//b", "/abs", "a b"]) {
       expect(() => parseUploadRequest({ kind: "file", name, sha256: hex }), name).toThrow(/is not a relative file path/);
     }
     expect(() => parseUploadRequest({ kind: "os-image", name: "dir/x.qcow2", sha256: hex })).toThrow(/is not a file name/);
     expect(() => parseUploadRequest({ kind: "os-image", name: "x.qcow2.sha256sum", sha256: hex })).toThrow(/checksum file/);
     expect(() => parseUploadRequest({ kind: "file", name: "tools/x.sha256", sha256: hex })).toThrow(/ends like a checksum file/);
-    expect(() => parseUploadRequest({ kind: "file", name: "tools/x.sha256/y", sha256: hex })).toThrow(/directory "x.sha256" is named like the checksum file of "x"/);
+    expect(() => parseUploadRequest({ kind: "file", name: "tools/x.sha256/y", sha256: hex })).toThrow(
+      /directory "x.sha256" is named like the checksum file of "x"/,
+    );
     expect(() => parseUploadRequest({ kind: "container-image", name: "Site/App:1", sha256: hex })).toThrow(/lowercase repository/);
     expect(() => parseUploadRequest({ kind: "container-image", name: "site/app:-bad", sha256: hex })).toThrow(/tag "-bad" is not a tag/);
     expect(() => parseUploadRequest({ kind: "file", name: "x", sha256: "abc" })).toThrow(/metadata "sha256" is "abc": state the sha256/);
@@ -37,6 +45,10 @@ describe("REST API configuration", () => {
     expect(() => loadApiConfig({}, {})).toThrow(/tlsCert \(BPA_API_TLS_CERT\): TLS needs --tls-cert and --tls-key/);
     expect(loadApiConfig({ plainHttp: true }, {}).port).toBe(8443);
     expect(() => loadApiConfig({ plainHttp: true }, { BPA_API_MAX_UPLOAD_BYTES: "lots" })).toThrow(/maxUploadBytes \(BPA_API_MAX_UPLOAD_BYTES\)/);
-    expect(loadApiConfig({ tlsCert: "/c", tlsKey: "/k" }, { BPA_API_MAX_UPLOAD_BYTES: "1024", POD_NAMESPACE: "x" })).toMatchObject({ maxUploadBytes: 1024, namespace: "x", stateDir: "/var/lib/icn-bootstrap/bpa-api" });
+    expect(loadApiConfig({ tlsCert: "/c", tlsKey: "/k" }, { BPA_API_MAX_UPLOAD_BYTES: "1024", POD_NAMESPACE: "x" })).toMatchObject({
+      maxUploadBytes: 1024,
+      namespace: "x",
+      stateDir: "/var/lib/icn-bootstrap/bpa-api",
+    });
   });
 });

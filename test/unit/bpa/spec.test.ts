@@ -75,7 +75,7 @@ describe("Provisioning spec", () => {
     expect(result.errors).toEqual(
       expect.arrayContaining([
         "spec.extra: unknown field",
-        "spec.worker[1]: expected an object with cpu and memory, got the string \"big\"",
+        'spec.worker[1]: expected an object with cpu and memory, got the string "big"',
         "spec.replicas: expected a whole number from 0 to 100, got number -1",
       ]),
     );
@@ -87,7 +87,13 @@ describe("Provisioning spec", () => {
       'spec.master.cpu: expected a whole number of CPUs >= 0, got the string "ten"',
       'spec.master.memory: "4 gigs" is not a Kubernetes quantity (examples: 4Gi, 512Mi, 8G, 1.5Gi, 4294967296)',
     ]);
-    const worker = normalizeSpec({ master: {}, worker: [{ cpu: 2, memmory: "8Gi" }, { qat: "yes", mac: "nope" }] });
+    const worker = normalizeSpec({
+      master: {},
+      worker: [
+        { cpu: 2, memmory: "8Gi" },
+        { qat: "yes", mac: "nope" },
+      ],
+    });
     expect(worker.ok).toBe(false);
     if (worker.ok) return;
     expect(worker.errors).toEqual([
@@ -114,9 +120,11 @@ describe("Provisioning spec", () => {
     expect(specHash(named.spec)).not.toBe(specHash(plain.spec));
     expect(specHash(plain.spec)).toBe(specHash({ ...plain.spec }));
     const unserved = normalizeSpec({ master: { cpu: 2 }, kubernetesVersion: "1.34.3" }, { servedVersions: ["1.35.4"] });
-    expect(unserved).toEqual({ ok: false, errors: ["spec.kubernetesVersion: 1.34.3 is not served by this appliance; it serves 1.35.4 (omit the field for the newest)"] });
+    expect(unserved).toEqual({
+      ok: false,
+      errors: ["spec.kubernetesVersion: 1.34.3 is not served by this appliance; it serves 1.35.4 (omit the field for the newest)"],
+    });
     const bad = normalizeSpec({ master: { cpu: 2 }, kubernetesVersion: "latest" });
     expect(bad).toEqual({ ok: false, errors: ['spec.kubernetesVersion: expected a Kubernetes version such as 1.35.4, got the string "latest"'] });
   });
 });
-
