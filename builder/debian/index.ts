@@ -4,7 +4,7 @@
  * text lists. What comes out is trusted data: name, version, pool path, sha256, size.
  */
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { gunzipSync } from "node:zlib";
@@ -122,24 +122,35 @@ async function fetchBytes(url: string, what: string): Promise<Buffer> {
 
 /**
  * gpgv checks the clearsigned text against the keyring and writes out only what the signature covers.
- * It runs with a home of its own (nothing of ~/.gnupg takes part). A failure to *read the keyring*
- * (gpgv's keydb errors) is tried once more: CI saw one of three gpgv runs on the same keyring, at
- * the same moment, report it once under load. A retry cannot let a bad signature through: only a
- * signature that verifies against the keyring ever passes.
+ * It runs with a home of its own (nothing of ~/.gnupg takes part) and reads a private copy of
+ * the keyring: CI twice saw one of three gpgv runs on the same keyring, at the same moment and
+ * under load, fail to read it ("keydb_get_keyblock failed: Invalid keyring"), once even after a
+ * retry. With a copy each, runs share no file; a keydb error is still tried twice more, a
+ * second apart. A retry cannot let a bad signature through: only a signature that verifies
+ * against the keyring ever passes.
  */
 async function verifySigned(signed: Buffer, keyring: string, url: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "icn-inrelease-"));
   try {
     await writeFile(join(dir, "InRelease"), signed);
+    await copyFile(resolve(keyring), join(dir, "keyring.gpg")).catch((error: NodeJS.ErrnoException) => {
+      throw new UserError(
+        `cannot read the keyring ${keyring} to check ${url}: ${error.code ?? error.message}`,
+        "install debian-archive-keyring (scripts/setup-host.sh does), or name an existing keyring in the lock file (debian.keyring)",
+      );
+    });
     const gpgv = async () => {
       await rm(join(dir, "Release"), { force: true });
-      return execa("gpgv", ["--homedir", dir, "--keyring", resolve(keyring), "--output", join(dir, "Release"), join(dir, "InRelease")], {
+      return execa("gpgv", ["--homedir", dir, "--keyring", join(dir, "keyring.gpg"), "--output", join(dir, "Release"), join(dir, "InRelease")], {
         reject: false,
         all: true,
       });
     };
     let result = await gpgv();
-    if (result.failed && /keydb_\w+ failed/.test(String(result.all))) result = await gpgv();
+    for (let retry = 0; retry < 2 && result.failed && /keydb_\w+ failed/.test(String(result.all)); retry++) {
+      await new Promise((wait) => setTimeout(wait, 1000));
+      result = await gpgv();
+    }
     if (result.failed) {
       const detail = String(result.all ?? "")
         .trim()
