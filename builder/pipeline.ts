@@ -155,7 +155,7 @@ export interface StagesBuilt {
 }
 
 /**
- * Every stage of a build, in the order they run; each is reused when its inputs are
+ * Every stage of a build, in the order they run (numbered as in docs/design.md); each is reused when its inputs are
  * unchanged. `build` runs the four sections; `lock-images` runs "content" up to the
  * images (recording their digests), and with `resolve` only the Debian roots of
  * "content" and "os-images" (`lock`); tests run single sections.
@@ -199,23 +199,23 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
     }));
     const sets = await contentDebianSets(definition, plan, lock, Boolean(resolving));
     const debian = debianSource(lock);
-    // 4. The container images' Debian roots: the shared base, the C toolchain (static programs), each own root.
+    // 4-6. The container images' Debian roots: the shared base, the C toolchain (static programs), each own root.
     if (plan.basePackages.length > 0) built.imageBase = await run(imageBaseStage, { debian, set: sets.base, resolve: resolving });
     if (plan.programs.length > 0)
       built.imageCompile = await run(imageCompileStage, { debian, set: sets.toolchain, resolve: resolving, programs: plan.programs });
     for (const root of plan.ownRoots)
       built.imageRoots[root.name] = await run(imageRootStage, { debian, set: sets.own[root.name]!, resolve: resolving, recipe: root.name });
     if (!resolving) {
-      // 5. Every listed container image, built from its recipe or pulled by digest, as one OCI layout.
+      // 7. Every listed container image, built from its recipe or pulled by digest, as one OCI layout.
       built.images = await run(imagesStage, { plan, base: built.imageBase, roots: built.imageRoots, compiled: built.imageCompile, record: request.record });
       if (request.stopAfterImages) return built;
-      // 6. The local registry's storage, seeded with them.
+      // 8. The local registry's storage, seeded with them.
       built.registry = await run(registryStage, { images: built.images });
     }
   }
 
   if (sections.includes("os-images")) {
-    // 7. The compute nodes' OS images and Ironic's deploy ramdisk, each from a root of its own.
+    // 9. The compute nodes' OS images and Ironic's deploy ramdisk, each from a root of its own.
     if (!resolving) await assertOsImagesPinned(definition.osImages, lock);
     for (const name of definition.osImages) {
       const { recipe, inputs, pythonPackages } = await osRootfsInputs(name, lock, resolving);
@@ -234,12 +234,12 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
 
   if (sections.includes("appliance-disk")) {
     const layers = [...(built.kubernetes ? [built.kubernetes] : []), built.registry!, built.files!, ...built.osImages.map((os) => os.image!)];
-    // 8. Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
+    // 10. Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
     if (definition.kubernetes.enabled) {
       built.metal3 = await run(metal3Stage, { manifests: await readMetal3Manifests(lockPath) });
       layers.push(built.metal3);
     }
-    // 9. The overlays (handlebars rendered), 10. the bootable disk, 11. the overlays written into it, 12. the qcow2.
+    // 11. The overlays (handlebars rendered), 12. the bootable disk, 13. the overlays written into it, 14. the qcow2.
     built.overlays = await run(overlaysStage, { definition, directories: overlaySources(definition, request.definitionPath!) });
     const epoch = sourceDateEpoch(lock.debian);
     built.disk = await run(diskStage, { definition, epoch, rootfs: built.rootfs!, layers });
