@@ -162,6 +162,11 @@ export const ConfigSchema = z
         /** Finished install Jobs kept per Provisioning (older ones are deleted). */
         historyLimit: z.number().int().min(1).max(20).default(3),
         /**
+         * Ansible's strategy in the runner (BPA_ANSIBLE_STRATEGY): Mitogen's keeps one Python
+         * interpreter per node for the whole run; linear and free are Ansible's own.
+         */
+        ansibleStrategy: z.enum(["mitogen_linear", "mitogen_free", "linear", "free"]).default("mitogen_linear"),
+        /**
          * The runner container's resources. Requests by default: without them the Job is
          * BestEffort, and its cgroup's CPU weight (1) against the appliance's control plane
          * (tens) starved Ansible on a busy appliance: measured under emulation, 8 s a task

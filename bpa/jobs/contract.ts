@@ -46,4 +46,5 @@ export const RUNNER_ENV = {
   registryCA: "BPA_REGISTRY_CA", // the mounted CA file (RUNNER_REGISTRY_CA_PATH)
   registryCANodePath: "BPA_REGISTRY_CA_NODE_PATH", // where the runner writes it on each node
   pins: "BPA_KUBESPRAY_PINS", // the mounted kubespray pins (RUNNER_PINS_PATH)
+  ansibleStrategy: "BPA_ANSIBLE_STRATEGY", // mitogen_linear (the runner's default), mitogen_free, linear, free
 } as const;

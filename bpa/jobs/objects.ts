@@ -146,6 +146,7 @@ function runnerEnv(p: Provisioning, config: BpaConfig, mode: "install" | "agent"
     { name: RUNNER_ENV.registryCA, value: RUNNER_REGISTRY_CA_PATH },
     { name: RUNNER_ENV.registryCANodePath, value: config.registryCA.nodePath },
     { name: RUNNER_ENV.pins, value: RUNNER_PINS_PATH },
+    { name: RUNNER_ENV.ansibleStrategy, value: config.job.ansibleStrategy },
     { name: "ANSIBLE_HOST_KEY_CHECKING", value: "False" },
   ];
   if (hash) env.push({ name: RUNNER_ENV.installHash, value: hash });

@@ -31,6 +31,7 @@ Only the standard library: the image has Debian's python3 and kubespray's pinned
 Python requirements (ansible, ansible-core, ...).
 """
 import base64
+import importlib.util
 import json
 import os
 import re
@@ -285,14 +286,35 @@ def operation_args():
     return operation, limit, extra
 
 
+def strategy_env():
+    """Ansible's strategy: Mitogen's linear (one Python interpreter per host for the whole run,
+    instead of a new one, its module archive and an SSH round trip for every task) unless
+    BPA_ANSIBLE_STRATEGY names Ansible's own (linear, free)."""
+    strategy = env("BPA_ANSIBLE_STRATEGY", "mitogen_linear")
+    if not strategy.startswith("mitogen"):
+        return {"ANSIBLE_STRATEGY": strategy}
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or not spec.submodule_search_locations:
+        fail(f"BPA_ANSIBLE_STRATEGY={strategy}, but Mitogen is not in this image; set BPA_ANSIBLE_STRATEGY=linear")
+    plugins = os.path.join(list(spec.submodule_search_locations)[0], "plugins", "strategy")
+    return {"ANSIBLE_STRATEGY_PLUGINS": plugins, "ANSIBLE_STRATEGY": strategy}
+
+
+# An interval of Ansible's own: how often its main process looks for finished tasks
+# (default 1 ms). Under emulation the wakeups cost the CPU the tasks need.
+INTERNAL_POLL_INTERVAL = "0.01"
+
+
 def run_playbook(hosts_ini, playbook, private_key, kubespray, extra=()):
     """ansible-playbook in the kubespray tree (its ansible.cfg) with the inventory and the private key
     copy; its output goes on to stdout. Returns the exit code and the first failed task (or None)."""
     command = ["ansible-playbook", "-i", hosts_ini, playbook, "-e", f"ansible_ssh_private_key_file={private_key}", *extra]
-    log(f"{' '.join(command)} (in {kubespray})")
     child_env = dict(os.environ)
     child_env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
+    child_env.setdefault("ANSIBLE_INTERNAL_POLL_INTERVAL", INTERNAL_POLL_INTERVAL)
     child_env["ANSIBLE_NOCOLOR"] = "1"
+    child_env.update(strategy_env())
+    log(f"{' '.join(command)} (in {kubespray}; strategy {child_env['ANSIBLE_STRATEGY']})")
     watch = FailureWatch()
     with subprocess.Popen(command, cwd=kubespray, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as child:
         for line in child.stdout:

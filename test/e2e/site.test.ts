@@ -221,20 +221,43 @@ const getProvisioning = async () =>
   })) as Provisioning;
 const describeStatus = (p: Provisioning) => `${p.status?.phase ?? ""} ${p.status?.conditions?.map((x) => `${x.type}=${x.status}/${x.reason}`).join(",") ?? ""}`;
 
-/** Waits for the Provisioning to end Ready or Failed, printing each change of its status. */
+const RUNNER_LOGS = `kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} logs -l bpa.akraino.org/component=install --tail=-1`;
+/** Where the install runners' logs are kept after the run (Ansible's profile of every task). */
+const RUNNER_LOG_FILE = join(REPO, "out", "e2e-site-runner.log");
+
+/**
+ * Waits for the Provisioning to end Ready or Failed, printing each change of its status and,
+ * every few minutes, the play and task the runner is at; then keeps the runner's whole log in
+ * out/ and prints the slowest tasks (kubespray's ansible.cfg enables Ansible's profile_tasks).
+ */
 async function provisioningSettled(what: string): Promise<Provisioning> {
   let last = "";
-  return waitFor(
+  let lastTask = "";
+  let nextLook = 0;
+  const settled = await waitFor(
     what,
     async () => {
       const current = await getProvisioning();
       const now = describeStatus(current);
       if (now !== last) phase(`Provisioning: ${(last = now)}`);
+      if (Date.now() >= nextLook) {
+        nextLook = Date.now() + 3 * 60_000;
+        const r = await ssh(`${RUNNER_LOGS} | grep -E '^(PLAY|TASK) \\[' | tail -1`);
+        const task = r.stdout.trim();
+        if (task && task !== lastTask) phase(`runner at: ${(lastTask = task)}`);
+      }
       return current.status?.phase === "Ready" || current.status?.phase === "Failed" ? current : undefined;
     },
     4 * HOUR,
     15_000,
   );
+  const logs = await ssh(RUNNER_LOGS);
+  await mkdir(join(REPO, "out"), { recursive: true });
+  await writeFile(RUNNER_LOG_FILE, logs.stdout);
+  const at = logs.stdout.lastIndexOf("PLAY RECAP");
+  const end = at >= 0 ? logs.stdout.slice(at).split("\n").slice(0, 40).join("\n") : "";
+  phase(`runner's log kept in ${RUNNER_LOG_FILE}${end ? `; its end:\n${end}` : ""}`);
+  return settled;
 }
 
 describe("a whole site: power-on to application cluster, with no user action but kubectl apply", () => {

@@ -142,6 +142,44 @@ describe("the runner image", () => {
     expect((await inImage(root, ["test", "-e", "/usr/bin/ansible-playbook"])).exitCode).toBe(1);
   });
 
+  it("runs playbooks with Mitogen's strategy by default (its entrypoint's choice), the pinned Mitogen working under the pinned ansible-core", async () => {
+    const chosen = await inImage(root, [
+      "python3",
+      "-c",
+      "import importlib.util as u, importlib.machinery as m, json; l = m.SourceFileLoader('e', '/usr/local/bin/bpa-runner'); s = u.spec_from_loader('e', l); e = u.module_from_spec(s); l.exec_module(e); print(json.dumps(e.strategy_env()))",
+    ]);
+    expect(chosen.exitCode, chosen.all).toBe(0);
+    const strategyEnv = JSON.parse(chosen.stdout) as Record<string, string>;
+    expect(strategyEnv).toEqual({
+      ANSIBLE_STRATEGY: "mitogen_linear",
+      ANSIBLE_STRATEGY_PLUGINS: expect.stringMatching(/^\/usr\/local\/lib\/python3\.13\/dist-packages\/ansible_mitogen\/plugins\/strategy$/),
+    });
+    // The module's process says who ran it: Mitogen's context (python3(mitogen:…)) or Ansible's own AnsiballZ file.
+    const play = join(work, "mitogen-play");
+    await mkdir(play, { recursive: true });
+    await writeFile(
+      join(play, "play.yml"),
+      [
+        "- hosts: localhost",
+        "  connection: local",
+        "  gather_facts: false",
+        "  tasks:",
+        "    - ansible.builtin.shell: tr '\\0' ' ' < /proc/$PPID/cmdline",
+        "      register: parent",
+        '    - ansible.builtin.debug: { msg: "module run by: {{ parent.stdout }}" }',
+        "",
+      ].join("\n"),
+    );
+    const run = (env: Record<string, string>) => inImage(root, ["ansible-playbook", "/tmp/play/play.yml"], { binds: { [play]: "/tmp/play" }, env });
+    const ran = await run(strategyEnv);
+    expect(ran.exitCode, ran.all).toBe(0);
+    expect(ran.all).toMatch(/ok=2\s+changed=1\s+unreachable=0\s+failed=0/);
+    expect(ran.all).toMatch(/module run by: \/usr\/bin\/python3\S*\(mitogen:/);
+    const own = await run({ ANSIBLE_STRATEGY: "linear" });
+    expect(own.exitCode, own.all).toBe(0);
+    expect(own.all).toMatch(/module run by: \S*python3\S* \S*AnsiballZ_command\.py/);
+  });
+
   it("carries no served versions: the build's kubespray pins (a ConfigMap the BPA mounts) have the served Kubernetes version with the file server's sha256", async () => {
     expect((await inImage(root, ["sh", "-c", "ls /etc/bpa-runner 2>&1; env | grep BPA_ || true"])).all).not.toMatch(/kubespray-pins|BPA_KUBESPRAY_PINS/);
     const text = await shippedPins();

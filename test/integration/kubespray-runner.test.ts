@@ -336,6 +336,8 @@ describe("the kubespray runner against a test host in a network namespace", () =
           KUBERNETES_SERVICE_HOST: server.hostname,
           KUBERNETES_SERVICE_PORT: server.port || "443",
           ANSIBLE_HOST_KEY_CHECKING: "False",
+          // The host's Debian ansible-core has no Mitogen; the runner image's is tested in kubespray-inventory.test.ts.
+          BPA_ANSIBLE_STRATEGY: "linear",
           ANSIBLE_SSH_ARGS: "-o ControlMaster=no -o UserKnownHostsFile=/dev/null",
         },
       });
@@ -395,6 +397,8 @@ describe("the kubespray runner against a test host in a network namespace", () =
           BPA_WORK_DIR: work,
           ANSIBLE_TIMEOUT: "3",
           ANSIBLE_HOST_KEY_CHECKING: "False",
+          // The host's Debian ansible-core has no Mitogen; the runner image's is tested in kubespray-inventory.test.ts.
+          BPA_ANSIBLE_STRATEGY: "linear",
           BPA_TERMINATION_LOG: join(work, "termination-log"),
         },
       });

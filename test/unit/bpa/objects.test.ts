@@ -127,6 +127,12 @@ describe("install Job", () => {
     expect(pod.containers[0]!.env).toContainEqual({ name: "BPA_KUBESPRAY_PINS", value: "/inventory/kubespray-pins.yml" });
   });
 
+  it("tells the runner Ansible's strategy from the configuration: Mitogen's by default", () => {
+    expect(installJob(p, config, hash).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: "BPA_ANSIBLE_STRATEGY", value: "mitogen_linear" });
+    const own = { ...config, job: { ...config.job, ansibleStrategy: "linear" as const } };
+    expect(installJob(p, own, hash).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: "BPA_ANSIBLE_STRATEGY", value: "linear" });
+  });
+
   it("mounts the CA beside the inventory and tells the runner where it goes on the nodes", () => {
     const pod = installJob(p, testConfig({ registryCA: { nodePath: "/etc/pki/icn/registry.pem" } }), hash).spec!.template.spec!;
     expect(pod.volumes!.find((v) => v.name === "inventory")!.configMap!.items).toContainEqual({ key: "registry-ca.crt", path: "registry-ca.crt" });
