@@ -125,7 +125,8 @@ export function normalizeSpec(raw: unknown, options: SpecOptions = {}): SpecResu
   }
   const spec = (raw ?? {}) as ProvisioningSpec & Record<string, unknown>;
   for (const key of Object.keys(spec)) {
-    if (!["master", "worker", "replicas", "kubernetesVersion"].includes(key)) errors.push(`spec.${key}: unknown field`);
+    // spec.addons is resolved apart (bpa/api/addons.ts): a bad addon never holds up the cluster.
+    if (!["master", "worker", "replicas", "kubernetesVersion", "addons"].includes(key)) errors.push(`spec.${key}: unknown field`);
   }
   const masterEntries = entries(spec.master, "master", errors);
   const workerEntries = entries(spec.worker, "worker", errors);

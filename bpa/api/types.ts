@@ -5,6 +5,7 @@
  * validator of record, and bpa/api/spec.ts validates what the schema leaves open.
  */
 import type { V1ObjectMeta } from "@kubernetes/client-node";
+import type { AddonEntry } from "./addons.js";
 
 // ---------------------------------------------------------------- Provisioning
 
@@ -31,6 +32,8 @@ export interface ProvisioningSpec {
   replicas?: number;
   /** The application cluster's Kubernetes version; default: the newest the appliance serves. */
   kubernetesVersion?: string;
+  /** Addons installed once the cluster is Ready (bpa/api/addons.ts); absent: the appliance's default set, []: none. */
+  addons?: AddonEntry[];
 }
 
 export type ConditionStatus = "True" | "False" | "Unknown";
@@ -131,6 +134,30 @@ export interface ProvisioningStatus {
   /** The application cluster's nodes and their versions, read through the kubeconfig. */
   nodes?: ClusterNode[];
   nodesObservedAt?: string;
+  /** Every addon the BPA installed, installs or removes, in the order of spec.addons. */
+  addons?: AddonStatus[];
+}
+
+/**
+ * Pending: to be installed (or upgraded) by the next addons Job. Installing: its Job runs.
+ * Installed: the release is deployed at this version and values. Failed: its last Job failed
+ * for it (message: Helm's words); retried when the values change or by the retry annotation.
+ * Removing: no longer in spec.addons, its release is being uninstalled.
+ */
+export type AddonState = "Pending" | "Installing" | "Installed" | "Failed" | "Removing";
+
+export interface AddonStatus {
+  name: string;
+  chart: string;
+  version: string;
+  namespace: string;
+  /** The resolved addon's hash (bpa/api/addons.ts) this state is for. */
+  hash: string;
+  state: AddonState;
+  message?: string;
+  /** The retry annotation's value when it was last tried. */
+  retryToken?: string;
+  lastTransitionTime?: string;
 }
 
 export interface Provisioning {

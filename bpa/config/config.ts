@@ -9,6 +9,7 @@ import { z } from "zod";
 import { UserError } from "../../common/errors.js";
 import { QUANTITY_PATTERN } from "../api/quantity.js";
 import { KUBESPRAY_PINS_CONFIGMAP, KUBESPRAY_PINS_KEY } from "../../common/kubespray-pins.js";
+import { ADDONS_CATALOG_CONFIGMAP, ADDONS_CATALOG_KEY } from "../../common/addons-catalog.js";
 
 /** An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest]. */
 const ImageRef = z
@@ -109,6 +110,17 @@ export const ConfigSchema = z
       .object({ configMap: DnsName.default(KUBESPRAY_PINS_CONFIGMAP), key: ConfigMapKey.default(KUBESPRAY_PINS_KEY) })
       .strict()
       .default({}),
+    /** The addons the appliance serves (common/addons-catalog.ts): the build's ConfigMap in the operator's namespace. */
+    addonsCatalog: z
+      .object({ configMap: DnsName.default(ADDONS_CATALOG_CONFIGMAP), key: ConfigMapKey.default(ADDONS_CATALOG_KEY) })
+      .strict()
+      .default({}),
+    /**
+     * The address at which pods on the appliance reach its registry: the addons Job's
+     * hostAliases give it the registry's name from the chart references (its certificate
+     * names that host). Unset: the name is resolved by the cluster's DNS.
+     */
+    addonsRegistryIP: z.string().ip({ version: "v4" }).optional(),
     /** kubespray *_image_repo overrides; each defaults to registryHost. */
     imageRepos: z
       .object({
@@ -222,6 +234,7 @@ export const ENV_FIELDS: Record<string, keyof BpaConfigInput> = {
   BPA_NAMESPACE: "namespace",
   BPA_WATCH_NAMESPACE: "watchNamespace",
   BPA_HOST_NAMESPACE: "hostNamespace",
+  BPA_ADDONS_REGISTRY_IP: "addonsRegistryIP",
 };
 
 function describePath(path: (string | number)[]): string {

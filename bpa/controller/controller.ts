@@ -21,6 +21,7 @@ import {
 import type { BareMetalHost, HardwareData, Provisioning } from "../api/types.js";
 import { withHardwareData } from "../assign/hardware-data.js";
 import type { BpaConfig } from "../config/config.js";
+import { ADDONS_COMPONENT } from "../jobs/addons-objects.js";
 import { COMPONENT } from "../jobs/objects.js";
 import { labelValue } from "../jobs/names.js";
 import { ResilientInformer } from "../runtime/informer.js";
@@ -100,7 +101,7 @@ export class Controller {
       path: nsPath(`/apis/${METAL3_GROUP}/${METAL3_VERSION}`, HARDWARE_DATA_PLURAL, hostNs),
       list: customList<HardwareData>(METAL3_GROUP, METAL3_VERSION, HARDWARE_DATA_PLURAL, hostNs),
     });
-    const jobSelector = `${owned},${LABEL_COMPONENT}=${COMPONENT.install}`;
+    const jobSelector = `${owned},${LABEL_COMPONENT} in (${COMPONENT.install},${ADDONS_COMPONENT.job})`;
     this.jobs = new ResilientInformer<V1Job>({
       kc: c.kc,
       name: "jobs",

@@ -32,6 +32,7 @@ import {
   runnerRoleBinding,
   runnerServiceAccount,
 } from "../jobs/objects.js";
+import { isAddonsJob, reconcileAddons } from "./addons-step.js";
 import { reconcileAgents } from "./agents.js";
 import { NODES_REFRESH_MS, observeNodes, readKubeconfigSecret } from "./cluster-nodes.js";
 import { dayTwoStatus, operationFinishedEvent, operationStartedEvent, type DayTwoState } from "./day-two.js";
@@ -196,7 +197,12 @@ export class Reconciler {
     return ledger;
   }
 
+  /** The Provisioning's install and day-2 Jobs (its addons Jobs are the addons step's). */
   private ownedJobs(p: Provisioning): V1Job[] {
+    return this.allOwnedJobs(p).filter((j) => !isAddonsJob(j));
+  }
+
+  private allOwnedJobs(p: Provisioning): V1Job[] {
     return this.caches.jobs(p.metadata.namespace!).filter((j) => ownedBy(j, p.metadata.uid));
   }
 
@@ -324,7 +330,7 @@ export class Reconciler {
    */
   private async runInstall(key: string, p: Provisioning, inventory: Inventory): Promise<Operation> {
     const namespace = p.metadata.namespace!;
-    const jobs = this.caches.jobs(namespace).filter((j) => ownedBy(j, p.metadata.uid));
+    const jobs = this.ownedJobs(p);
     let job = jobs.find((j) => j.metadata?.annotations?.[ANNOTATION_INSTALL_HASH] === inventory.hash);
     const finishedBefore = p.status?.installHash === inventory.hash && (p.status.phase === "Ready" || p.status.phase === "Failed");
     if (!job && finishedBefore) return { finished: p.status!.phase! };
@@ -559,6 +565,17 @@ export class Reconciler {
     const podAgents = await reconcileAgents(this.c, this.config, this.caches, p, spec, inventoryConfigMap);
     const nodes = "running" in state ? {} : await observeNodes(this.c, p, this.now(), ledger.finished.length > 0);
     const { phase, conditions } = dayTwoStatus(p, cluster, operations, state);
+    const addons = await reconcileAddons({
+      c: this.c,
+      config: this.config,
+      log: this.log,
+      p,
+      jobs: this.allOwnedJobs(p),
+      registryCaPem: appliance.registryCaPem,
+      clusterReady: !("running" in state),
+      logsHint: (job) => this.logsHint(p.metadata.namespace!, job),
+      now: this.now(),
+    });
     await this.writeStatus(
       p,
       phase,
@@ -571,8 +588,9 @@ export class Reconciler {
         operations,
         ...(inventoryConfigMap ? { inventoryConfigMap } : {}),
         ...nodes.fields,
+        addons: addons.addons,
       },
-      [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : []), ...conditions],
+      [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : []), ...conditions, addons.condition],
     );
     return "upToDate" in state ? { requeueAfterMs: NODES_REFRESH_MS } : {};
   }
@@ -684,6 +702,7 @@ export class Reconciler {
       operations: fields.operations ?? old.operations,
       nodes: fields.nodes ?? old.nodes,
       nodesObservedAt: fields.nodesObservedAt ?? old.nodesObservedAt,
+      addons: fields.addons ?? old.addons,
       conditions: mergeConditions(old.conditions, conditions, p.metadata.generation, statusTime(this.now())),
     };
     for (const k of Object.keys(next) as (keyof ProvisioningStatus)[]) if (next[k] === undefined) delete next[k];

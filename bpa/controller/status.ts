@@ -7,6 +7,7 @@ export const CONDITION = {
   installing: "Installing",
   updating: "Updating",
   nodesObserved: "NodesObserved",
+  addonsReady: "AddonsReady",
   ready: "Ready",
   failed: "Failed",
   reconciled: "Reconciled",
@@ -20,6 +21,7 @@ export const CONDITION_ORDER: string[] = [
   CONDITION.updating,
   CONDITION.failed,
   CONDITION.nodesObserved,
+  CONDITION.addonsReady,
   CONDITION.reconciled,
 ];
 

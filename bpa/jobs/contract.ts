@@ -47,4 +47,31 @@ export const RUNNER_ENV = {
   registryCANodePath: "BPA_REGISTRY_CA_NODE_PATH", // where the runner writes it on each node
   pins: "BPA_KUBESPRAY_PINS", // the mounted kubespray pins (RUNNER_PINS_PATH)
   ansibleStrategy: "BPA_ANSIBLE_STRATEGY", // mitogen_linear (the runner's default), mitogen_free, linear, free
+  addonsPlan: "BPA_ADDONS_PLAN", // the addons Job's plan (RUNNER_ADDONS_PLAN_PATH)
+  addonsResults: "BPA_ADDONS_RESULTS", // the ConfigMap the runner writes each addon's result into
+  addonsJob: "BPA_ADDONS_JOB", // the addons Job's name, stamped on every result
+  kubeconfig: "BPA_KUBECONFIG", // the application cluster's kubeconfig (RUNNER_KUBECONFIG_PATH)
 } as const;
+
+/** The addons Job: its plan and the registry's CA (for Helm's chart pulls) mounted here. */
+export const RUNNER_ADDONS_DIR = "/addons";
+export const ADDONS_KEY_PLAN = "plan.json";
+export const ADDONS_KEY_REGISTRY_CA = "registry-ca.crt";
+export const RUNNER_ADDONS_PLAN_PATH = `${RUNNER_ADDONS_DIR}/${ADDONS_KEY_PLAN}`;
+export const RUNNER_ADDONS_REGISTRY_CA_PATH = `${RUNNER_ADDONS_DIR}/${ADDONS_KEY_REGISTRY_CA}`;
+/** The application cluster's kubeconfig (the `<name>-kubeconfig` Secret) in the addons Job. */
+export const RUNNER_KUBECONFIG_DIR = "/kubeconfig";
+export const RUNNER_KUBECONFIG_PATH = `${RUNNER_KUBECONFIG_DIR}/${KUBECONFIG_KEY}`;
+
+/** What the addons Job does, as plan.json: releases to install or upgrade, then releases to uninstall. */
+export interface AddonsJobPlan {
+  apply: { name: string; chart: string; version: string; namespace: string; values: Record<string, unknown>; hash: string }[];
+  remove: { name: string; namespace: string }[];
+}
+
+/** One result the runner writes into the results ConfigMap (key: the addon's name; value: this, as JSON). */
+export interface AddonResult {
+  job: string;
+  state: "Installed" | "Uninstalled" | "Failed";
+  message?: string;
+}

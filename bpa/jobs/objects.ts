@@ -43,6 +43,7 @@ import {
   SSH_PRIVATE_KEY,
   SSH_PUBLIC_KEY,
 } from "./contract.js";
+import { addonsNames } from "./addons-objects.js";
 import { childLabels, names, operationJobName, ownerReference } from "./names.js";
 import { cloudInitUserData } from "./ssh-key.js";
 import type { ApplianceInputs } from "./hash.js";
@@ -108,7 +109,7 @@ export function kubeconfigSecret(p: Provisioning): V1Secret {
   };
 }
 
-/** The runner's identity: allowed to read and write its one kubeconfig Secret, nothing else. */
+/** The runner's identity: allowed to read and write its one kubeconfig Secret and its one addons results ConfigMap, nothing else. */
 export function runnerServiceAccount(p: Provisioning): V1ServiceAccount {
   return { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(p, names(p).runner, COMPONENT.runner) };
 }
@@ -118,7 +119,11 @@ export function runnerRole(p: Provisioning): V1Role {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "Role",
     metadata: meta(p, names(p).runner, COMPONENT.runner),
-    rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [names(p).kubeconfig], verbs: ["get", "update", "patch"] }],
+    rules: [
+      { apiGroups: [""], resources: ["secrets"], resourceNames: [names(p).kubeconfig], verbs: ["get", "update", "patch"] },
+      // The addons Job writes each addon's result there (bpa/jobs/addons-objects.ts).
+      { apiGroups: [""], resources: ["configmaps"], resourceNames: [addonsNames(p).results], verbs: ["get", "update", "patch"] },
+    ],
   };
 }
 

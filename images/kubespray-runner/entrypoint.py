@@ -24,6 +24,13 @@ upgrade-cluster.yml) and does not need one otherwise. On failure the first faile
 and its message go into the pod's termination message ($BPA_TERMINATION_LOG, default
 /dev/termination-log), which the BPA shows in the Provisioning's Failed condition.
 
+addons (the addons Job): helm upgrade --install each addon of the plan ($BPA_ADDONS_PLAN,
+JSON: apply [name, chart, version, namespace, values], remove [name, namespace]) against the
+application cluster ($BPA_KUBECONFIG), charts pulled from the appliance's registry verified
+with $BPA_REGISTRY_CA, then helm uninstall the removed ones; each addon's result (Installed,
+Uninstalled, Failed with the end of Helm's output) is merged into ConfigMap
+$BPA_ADDONS_RESULTS as soon as it is known, stamped with $BPA_ADDONS_JOB.
+
 agent (the agent pods): stays up and idle until stopped (the operator runs day-2
 operations as Jobs).
 
@@ -137,10 +144,10 @@ def point_at(kubeconfig, address):
     return re.sub(r"^(\s*server:\s*)(https?://)(\[[^\]]+\]|[^:/\s]+)(:\d+)?", replace, kubeconfig, flags=re.M)
 
 
-def hand_back(kubeconfig):
+def patch_object(kind, path, name, body):
+    """A JSON merge patch of one object in $BPA_NAMESPACE with the pod's ServiceAccount token
+    (its Role allows exactly the objects the runner writes); retried on 5xx, 429 and network errors."""
     namespace = env("BPA_NAMESPACE", required=True)
-    secret = env("BPA_KUBECONFIG_SECRET", required=True)
-    key = env("BPA_KUBECONFIG_SECRET_KEY", "kubeconfig")
     sa_dir = env("BPA_SERVICEACCOUNT_DIR", SA_DIR)
     host = env("KUBERNETES_SERVICE_HOST", required=True)
     port = env("KUBERNETES_SERVICE_PORT", "443")
@@ -150,23 +157,29 @@ def hand_back(kubeconfig):
         fail(f"cannot read the ServiceAccount token in {sa_dir}: {error}")
     context = ssl.create_default_context(cafile=os.path.join(sa_dir, "ca.crt"))
     server = f"[{host}]" if ":" in host else host
-    url = f"https://{server}:{port}/api/v1/namespaces/{namespace}/secrets/{secret}"
-    body = json.dumps({"data": {key: base64.b64encode(kubeconfig.encode()).decode()}}).encode()
-    request = urllib.request.Request(url, data=body, method="PATCH", headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json", "Accept": "application/json"})
+    url = f"https://{server}:{port}/api/v1/namespaces/{namespace}/{path}/{name}"
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="PATCH", headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json", "Accept": "application/json"})
     for attempt in range(1, 6):
         try:
             with urllib.request.urlopen(request, context=context, timeout=30) as response:
-                log(f"kubeconfig handed back: Secret {namespace}/{secret} key {key} (HTTP {response.status})")
-                return
+                return response.status
         except urllib.error.HTTPError as error:
             detail = error.read().decode(errors="replace")[:500]
             if error.code < 500 and error.code != 429:
-                fail(f"PATCH of Secret {namespace}/{secret} was refused: HTTP {error.code}: {detail}")
-            log(f"PATCH of Secret {namespace}/{secret}: HTTP {error.code}; retrying ({attempt}/5)")
+                fail(f"PATCH of {kind} {namespace}/{name} was refused: HTTP {error.code}: {detail}")
+            log(f"PATCH of {kind} {namespace}/{name}: HTTP {error.code}; retrying ({attempt}/5)")
         except (urllib.error.URLError, OSError) as error:
-            log(f"PATCH of Secret {namespace}/{secret}: {error}; retrying ({attempt}/5)")
+            log(f"PATCH of {kind} {namespace}/{name}: {error}; retrying ({attempt}/5)")
         time.sleep(2 * attempt)
-    fail(f"could not write the kubeconfig into Secret {namespace}/{secret}")
+    fail(f"could not write {kind} {namespace}/{name}")
+
+
+def hand_back(kubeconfig):
+    secret = env("BPA_KUBECONFIG_SECRET", required=True)
+    key = env("BPA_KUBECONFIG_SECRET_KEY", "kubeconfig")
+    status = patch_object("Secret", "secrets", secret, {"data": {key: base64.b64encode(kubeconfig.encode()).decode()}})
+    log(f"kubeconfig handed back: Secret {env('BPA_NAMESPACE')}/{secret} key {key} (HTTP {status})")
 
 
 def registry_ca_file(inventory):
@@ -382,6 +395,76 @@ def install():
     log(f"{operation} done")
 
 
+# How long Helm waits for an addon's workloads to be ready before it calls the release failed.
+HELM_WAIT = "10m"
+# The end of Helm's output that goes into an addon's result (its whole output is in the Job's log).
+RESULT_MESSAGE_CHARS = 1000
+
+
+def run_helm(command):
+    """Runs helm with its output on to stdout; returns (ok, the end of its output)."""
+    log(" ".join(command))
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as child:
+        lines = []
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines = (lines + [line.rstrip("\n")])[-20:]
+    text = " ".join(l.strip() for l in lines if l.strip())
+    return child.returncode == 0, text[-RESULT_MESSAGE_CHARS:]
+
+
+def addons():
+    """The addons Job: helm upgrade --install each addon of the plan, then helm uninstall the
+    removed ones, against the application cluster's kubeconfig; each result goes into the
+    results ConfigMap as soon as it is known. Exit 0 only when every addon succeeded."""
+    plan_path = env("BPA_ADDONS_PLAN", required=True)
+    kubeconfig = env("BPA_KUBECONFIG", required=True)
+    results = env("BPA_ADDONS_RESULTS", required=True)
+    job = env("BPA_ADDONS_JOB", required=True)
+    registry_ca = env("BPA_REGISTRY_CA")
+    helm = shutil.which("helm")
+    if not helm:
+        fail("helm is not in this runner image (the addons Job needs the image the build makes with Helm)")
+    try:
+        with open(plan_path) as f:
+            plan = json.load(f)
+    except (OSError, ValueError) as error:
+        fail(f"cannot read the addons plan {plan_path} (BPA_ADDONS_PLAN): {error}")
+    if not os.path.isfile(kubeconfig):
+        fail(f"the application cluster's kubeconfig {kubeconfig} (BPA_KUBECONFIG) is missing")
+    work = tempfile.mkdtemp(prefix="bpa-addons-", dir=env("BPA_WORK_DIR"))
+    failed = []
+
+    def report(name, state, message=""):
+        result = {"job": job, "state": state, **({"message": message} if message else {})}
+        patch_object("ConfigMap", "configmaps", results, {"data": {name: json.dumps(result)}})
+        log(f"addon {name}: {state}{': ' + message if message and state == 'Failed' else ''}")
+        if state == "Failed":
+            failed.append(name)
+
+    common = ["--kubeconfig", kubeconfig]
+    for addon in plan.get("apply", []):
+        name = addon["name"]
+        values = os.path.join(work, f"{name}.values.json")
+        with open(values, "w") as f:
+            json.dump(addon.get("values") or {}, f)
+        command = [helm, "upgrade", "--install", name, addon["chart"], "--version", addon["version"], "--namespace", addon["namespace"], "--create-namespace"]
+        command += ["--values", values, "--wait", "--timeout", HELM_WAIT, *common]
+        if registry_ca:
+            command += ["--ca-file", registry_ca]
+        ok, output = run_helm(command)
+        report(name, "Installed" if ok else "Failed", "" if ok else output or f"helm upgrade --install {name} failed")
+    for addon in plan.get("remove", []):
+        name = addon["name"]
+        ok, output = run_helm([helm, "uninstall", name, "--namespace", addon["namespace"], "--wait", "--ignore-not-found", *common])
+        report(name, "Uninstalled" if ok else "Failed", "" if ok else output or f"helm uninstall {name} failed")
+    shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        fail(f"addons failed: {', '.join(failed)} (each one's cause is in ConfigMap {results} and the Provisioning's status.addons)")
+    log("addons done")
+
+
 def agent():
     log("agent mode: idle (new nodes and upgrades are not implemented yet); stop with SIGTERM")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -395,8 +478,10 @@ def main(argv):
         install()
     elif mode == "agent":
         agent()
+    elif mode == "addons":
+        addons()
     else:
-        fail(f"unknown mode '{mode}' (install or agent)", 2)
+        fail(f"unknown mode '{mode}' (install, addons or agent)", 2)
 
 
 if __name__ == "__main__":

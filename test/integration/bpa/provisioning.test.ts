@@ -145,6 +145,7 @@ describe("BPA operator with a real API server", () => {
     expect(kubeconfig.data ?? {}).toEqual({}); // empty until the runner hands the kubeconfig back
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["secrets"], resourceNames: ["provisioning-sample-kubeconfig"], verbs: ["get", "update", "patch"] },
+      { apiGroups: [""], resources: ["configmaps"], resourceNames: ["provisioning-sample-addons-results"], verbs: ["get", "update", "patch"] },
     ]);
 
     // The SSH key: created once per namespace, not owned (hosts keep trusting it), published for user-data.

@@ -142,9 +142,10 @@ describe("install Job", () => {
 });
 
 describe("runner permissions", () => {
-  it("allow get/update/patch on the one kubeconfig Secret and nothing else", () => {
+  it("allow get/update/patch on the one kubeconfig Secret and the one addons results ConfigMap, nothing else", () => {
     expect(runnerRole(p).rules).toEqual([
       { apiGroups: [""], resources: ["secrets"], resourceNames: ["provisioning-sample-kubeconfig"], verbs: ["get", "update", "patch"] },
+      { apiGroups: [""], resources: ["configmaps"], resourceNames: ["provisioning-sample-addons-results"], verbs: ["get", "update", "patch"] },
     ]);
     expect(runnerRoleBinding(p).subjects).toEqual([{ kind: "ServiceAccount", name: "provisioning-sample-runner", namespace: "team-a" }]);
   });

@@ -1,0 +1,207 @@
+/**
+ * Addons against a real kube-apiserver: once a Provisioning's cluster is installed, the BPA
+ * starts one addons Job for spec.addons (absent: the appliance catalog's defaults), with
+ * its plan in a ConfigMap; the runner (played here through its own ServiceAccount, as the
+ * Job's pod would be) writes each addon's result into the one ConfigMap its Role allows;
+ * the Provisioning shows status.addons and AddonsReady, and Events. A failed addon leaves
+ * the cluster Ready; day 2 upgrades a changed addon and uninstalls a removed one. Jobs do
+ * not run here (no kube-controller-manager): the tests write their status as the Job
+ * controller would. Helm itself runs in the e2e (npm run e2e:kubespray).
+ */
+import { KubeConfig, type V1Job } from "@kubernetes/client-node";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { addonsCatalogManifest, type CatalogAddon } from "../../../common/addons-catalog.js";
+import type { Provisioning } from "../../../bpa/api/types.js";
+import { makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
+import type { Operator } from "../../../bpa/operator.js";
+import { bmh } from "../../fixtures/bpa/hosts.js";
+import yaml from "js-yaml";
+import {
+  applyCrds,
+  clients,
+  condition,
+  createHost,
+  createProvisioning,
+  handBackKubeconfig,
+  kubeConfig,
+  newNamespace,
+  operatorConfig,
+  patchProvisioning,
+  setJobStatus,
+  startOperator,
+  waitFor,
+  waitForStatus,
+} from "./helpers.js";
+
+const kc = kubeConfig();
+const c: Clients = clients(kc);
+const operators: Operator[] = [];
+
+const CATALOG: CatalogAddon[] = [
+  { name: "multus", chart: "oci://bootstrap.icn:5000/charts/multus", version: "4.3.0", namespace: "kube-system", default: true },
+  { name: "node-feature-discovery", chart: "oci://bootstrap.icn:5000/charts/node-feature-discovery", version: "0.19.0", namespace: "nfd", default: true },
+  { name: "qat-device-plugin", chart: "oci://bootstrap.icn:5000/charts/qat-device-plugin", version: "0.36.0", namespace: "kube-system", default: false },
+];
+
+beforeAll(async () => {
+  await applyCrds(kc);
+});
+
+afterEach(async () => {
+  await Promise.all(operators.splice(0).map((o) => o.stop()));
+});
+
+async function siteWithCatalog(prefix: string): Promise<string> {
+  const ns = await newNamespace(c, prefix);
+  await c.core.createNamespacedConfigMap({ namespace: ns, body: yaml.load(addonsCatalogManifest(CATALOG, ns)) as never });
+  await createHost(c, ns, bmh({ name: `m-${ns.split("-").pop()}`, cpu: 8, ram: 8192, ip: "10.30.0.1" }));
+  operators.push(await startOperator(kc, operatorConfig(ns, { addonsRegistryIP: "10.254.254.254" })));
+  return ns;
+}
+
+async function installed(ns: string, name: string): Promise<Provisioning> {
+  const p = await waitForStatus(c, ns, name, "Installing", (x) => x.status?.phase === "Installing");
+  await handBackKubeconfig(c, ns, `${name}-kubeconfig`);
+  await setJobStatus(c, ns, p.status!.installJob!, "succeeded");
+  return waitForStatus(c, ns, name, "Ready", (x) => x.status?.phase === "Ready");
+}
+
+const addonsJobs = async (ns: string) => (await c.batch.listNamespacedJob({ namespace: ns, labelSelector: "bpa.akraino.org/component=addons" })).items;
+const nextAddonsJob = (ns: string, seen: readonly V1Job[] = []) =>
+  waitFor("an addons Job", async () => (await addonsJobs(ns)).find((j) => !seen.some((s) => s.metadata!.name === j.metadata!.name)));
+const planOf = async (ns: string, job: V1Job) =>
+  JSON.parse(
+    (await c.core.readNamespacedConfigMap({ namespace: ns, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "plan")!.configMap!.name! })).data![
+      "plan.json"
+    ]!,
+  ) as { apply: { name: string; chart: string; version: string; namespace: string; values: unknown }[]; remove: { name: string }[] };
+
+/** The runner as its pod would act: through its own ServiceAccount. */
+function runnerClients(ns: string, provisioning: string): Clients {
+  const runnerKc = new KubeConfig();
+  runnerKc.loadFromString(kc.exportConfig());
+  runnerKc.users = runnerKc.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:${provisioning}-runner` }));
+  return makeClients(runnerKc);
+}
+async function report(runner: Clients, ns: string, provisioning: string, job: V1Job, name: string, state: string, message?: string) {
+  const value = JSON.stringify({ job: job.metadata!.name, state, ...(message ? { message } : {}) });
+  await runner.core.patchNamespacedConfigMap({ namespace: ns, name: `${provisioning}-addons-results`, body: { data: { [name]: value } } }, mergePatch);
+}
+const events = async (ns: string) => (await c.core.listNamespacedEvent({ namespace: ns })).items.map((e) => `${e.reason}: ${e.message}`);
+
+describe("addons of an installed cluster", () => {
+  it("the catalog's defaults are installed by one Job once the cluster is Ready; the runner's results make status.addons and AddonsReady", async () => {
+    const ns = await siteWithCatalog("bpa-addons");
+    await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 2, memory: "2Gi" } } });
+    await installed(ns, "edge");
+    const job = await nextAddonsJob(ns);
+    expect(await planOf(ns, job)).toEqual({
+      apply: [
+        expect.objectContaining({ name: "multus", chart: "oci://bootstrap.icn:5000/charts/multus", version: "4.3.0", namespace: "kube-system", values: {} }),
+        expect.objectContaining({ name: "node-feature-discovery", version: "0.19.0", namespace: "nfd" }),
+      ],
+      remove: [],
+    });
+    const pod = job.spec!.template.spec!;
+    expect(pod.containers[0]!.args).toEqual(["addons"]);
+    expect(pod.hostAliases).toEqual([{ ip: "10.254.254.254", hostnames: ["bootstrap.icn"] }]);
+    expect(pod.volumes!.find((v) => v.name === "kubeconfig")!.secret!.secretName).toBe("edge-kubeconfig");
+    await setJobStatus(c, ns, job.metadata!.name!, "running");
+    const installing = await waitForStatus(c, ns, "edge", "addons installing", (x) => x.status?.addons?.every((a) => a.state === "Installing") === true);
+    expect(installing.status!.phase).toBe("Ready");
+    expect(condition(installing, "AddonsReady")).toMatchObject({ status: "False", reason: "Installing" });
+
+    // The runner may write its results ConfigMap and no other.
+    const runner = runnerClients(ns, "edge");
+    await report(runner, ns, "edge", job, "multus", "Installed");
+    await expect(runner.core.patchNamespacedConfigMap({ namespace: ns, name: "bpa-addons", body: { data: { x: "y" } } }, mergePatch)).rejects.toThrow(
+      /forbidden/i,
+    );
+    await report(runner, ns, "edge", job, "node-feature-discovery", "Installed");
+    await setJobStatus(c, ns, job.metadata!.name!, "succeeded");
+    const ready = await waitForStatus(c, ns, "edge", "AddonsReady", (x) => condition(x, "AddonsReady")?.status === "True");
+    expect(ready.status!.addons!.map((a) => [a.name, a.version, a.state])).toEqual([
+      ["multus", "4.3.0", "Installed"],
+      ["node-feature-discovery", "0.19.0", "Installed"],
+    ]);
+    expect(condition(ready, "AddonsReady")!.message).toBe("installed: multus 4.3.0, node-feature-discovery 0.19.0");
+    expect(await events(ns)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^AddonsJobStarted: edge-addons-[0-9a-f]{8}: install multus 4.3.0, install node-feature-discovery 0.19.0$/),
+      ]),
+    );
+    // Nothing more to do: no second Job.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await addonsJobs(ns)).toHaveLength(1);
+  });
+
+  it("day 2: a changed addon is upgraded, a removed one uninstalled; a failure leaves the cluster Ready with AddonsReady False until the retry annotation", async () => {
+    const ns = await siteWithCatalog("bpa-addons2");
+    await createProvisioning(c, ns, {
+      metadata: { name: "edge" },
+      spec: { master: { cpu: 2, memory: "2Gi" }, addons: [{ name: "multus" }, { name: "qat-device-plugin" }] },
+    });
+    await installed(ns, "edge");
+    const first = await nextAddonsJob(ns);
+    expect((await planOf(ns, first)).apply.map((a) => a.name)).toEqual(["multus", "qat-device-plugin"]);
+    const runner = runnerClients(ns, "edge");
+    await report(runner, ns, "edge", first, "multus", "Installed");
+    await report(runner, ns, "edge", first, "qat-device-plugin", "Installed");
+    await setJobStatus(c, ns, first.metadata!.name!, "succeeded");
+    await waitForStatus(c, ns, "edge", "AddonsReady", (x) => condition(x, "AddonsReady")?.status === "True");
+
+    await patchProvisioning(c, ns, "edge", { spec: { addons: [{ name: "multus", values: { logLevel: "debug" } }] } });
+    const second = await nextAddonsJob(ns, [first]);
+    expect(await planOf(ns, second)).toEqual({
+      apply: [expect.objectContaining({ name: "multus", values: { logLevel: "debug" } })],
+      remove: [{ name: "qat-device-plugin", namespace: "kube-system" }],
+    });
+    await report(runner, ns, "edge", second, "multus", "Failed", "Error: UPGRADE FAILED: context deadline exceeded");
+    await setJobStatus(c, ns, second.metadata!.name!, "failed");
+    const failed = await waitForStatus(c, ns, "edge", "AddonsReady False", (x) => condition(x, "AddonsReady")?.reason === "AddonsFailed");
+    expect(failed.status!.phase).toBe("Ready");
+    expect(condition(failed, "Ready")).toMatchObject({ status: "True" });
+    expect(failed.status!.addons).toEqual([
+      expect.objectContaining({ name: "multus", state: "Failed", message: "Error: UPGRADE FAILED: context deadline exceeded" }),
+      expect.objectContaining({ name: "qat-device-plugin", state: "Failed", message: expect.stringContaining("before it got to qat-device-plugin") }),
+    ]);
+    expect(condition(failed, "AddonsReady")!.message).toContain("bpa.akraino.org/retry");
+    expect(await events(ns)).toEqual(expect.arrayContaining([expect.stringMatching(/^AddonFailed: /)]));
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await addonsJobs(ns)).toHaveLength(2);
+
+    // The retry annotation: the same change again, now it goes through.
+    await c.custom.patchNamespacedCustomObject(
+      {
+        group: "bpa.akraino.org",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "provisionings",
+        name: "edge",
+        body: { metadata: { annotations: { "bpa.akraino.org/retry": "1" } } },
+      },
+      mergePatch,
+    );
+    const third = await nextAddonsJob(ns, [first, second]);
+    await report(runner, ns, "edge", third, "multus", "Installed");
+    await report(runner, ns, "edge", third, "qat-device-plugin", "Uninstalled");
+    await setJobStatus(c, ns, third.metadata!.name!, "succeeded");
+    const done = await waitForStatus(c, ns, "edge", "AddonsReady", (x) => condition(x, "AddonsReady")?.status === "True");
+    expect(done.status!.addons!.map((a) => [a.name, a.state])).toEqual([["multus", "Installed"]]);
+  });
+
+  it("a bad spec.addons is refused by the schema or reported in AddonsReady, naming the field; nothing is changed", async () => {
+    const ns = await siteWithCatalog("bpa-addons3");
+    await expect(createProvisioning(c, ns, { metadata: { name: "bad" }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: "multus" } })).rejects.toThrow(
+      /spec\.addons.*array/i,
+    );
+    await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: [{ name: "nope" }] } });
+    await installed(ns, "edge");
+    const p = await waitForStatus(c, ns, "edge", "InvalidAddons", (x) => condition(x, "AddonsReady")?.reason === "InvalidAddons");
+    expect(condition(p, "AddonsReady")!.message).toContain(
+      "spec.addons[0]: nope is not an addon of this appliance (it serves multus, node-feature-discovery, qat-device-plugin)",
+    );
+    expect(p.status!.phase).toBe("Ready");
+    expect(await addonsJobs(ns)).toHaveLength(0);
+  });
+});
