@@ -14,8 +14,9 @@ Pins the Go-module artifacts in the lock file. The Kubernetes version is the one
 pin; etcd and CoreDNS follow it (the versions kubeadm of that release deploys,
 read from its cmd/kubeadm/app/constants) unless overridden. The compute nodes'
 components kubespray downloads (containerd, nerdctl, CNI plugins, crictl, flannel:
-builder/kubespray/components.ts) and Metal3's baremetal-operator
-(builder/metal3/components.ts) are pinned with them. For each group it
+builder/kubespray/components.ts), Metal3's baremetal-operator
+(builder/metal3/components.ts) and Helm for the addons Jobs (builder/addons/components.ts)
+are pinned with them. For each group it
 generates go/<group>/go.mod (with Kubernetes' staging replace directives turned
 into published versions) and go/<group>/go.sum with 'go mod tidy', and records
 the go.sum digest in the lock file. Commit go/ and the lock file afterwards.

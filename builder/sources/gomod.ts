@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/p
 import { join, relative, resolve } from "node:path";
 import { cacheRoot, ContentStore, normalizeDigest, sha256Text, tempSibling } from "../cache.js";
 import { offlineBuildRecipe } from "../kubespray/components.js";
+import { addonsBuildRecipe } from "../addons/components.js";
 import { metal3BuildRecipe } from "../metal3/components.js";
 import { UserError } from "../errors.js";
 import { formatBytes, formatSeconds } from "../log.js";
@@ -60,7 +61,7 @@ export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): {
     }
     return { tags: ["selinux", "notest", "grpcnotrace"], ldflags };
   }
-  const offline = offlineBuildRecipe(entry.module, entry.version) ?? metal3BuildRecipe(entry.module, entry.version);
+  const offline = offlineBuildRecipe(entry.module, entry.version) ?? metal3BuildRecipe(entry.module, entry.version) ?? addonsBuildRecipe(entry.module, entry.version);
   if (offline) return { tags: offline.tags, ldflags: [...ldflags, ...offline.ldflags], ...(offline.cgo ? { cgo: true } : {}) };
   return { tags: [], ldflags };
 }

@@ -4,6 +4,7 @@ import yaml from "js-yaml";
 import { cacheRoot, sha256Text, tempSibling } from "../cache.js";
 import { UserError } from "../errors.js";
 import { OFFLINE_GROUPS } from "../kubespray/components.js";
+import { ADDON_GROUPS } from "../addons/components.js";
 import { METAL3_GROUPS } from "../metal3/components.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
@@ -236,7 +237,7 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
     const pinned = (existing.kubernetes as { version?: string } | undefined)?.version;
     const version = opts.kubernetes ?? pinned;
     if (!version) throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "pass one: 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
-    groups = [...(await kubernetesGroups(version, opts, { etcd: opts.etcd, coredns: opts.coredns })), ...OFFLINE_GROUPS, ...METAL3_GROUPS];
+    groups = [...(await kubernetesGroups(version, opts, { etcd: opts.etcd, coredns: opts.coredns })), ...OFFLINE_GROUPS, ...METAL3_GROUPS, ...ADDON_GROUPS];
   }
   const baseDir = dirname(lockPath);
   const artifacts: Record<string, ArtifactEntry> = {};
