@@ -450,14 +450,14 @@ def addons():
         with open(values, "w") as f:
             json.dump(addon.get("values") or {}, f)
         command = [helm, "upgrade", "--install", name, addon["chart"], "--version", addon["version"], "--namespace", addon["namespace"], "--create-namespace"]
-        command += ["--values", values, "--wait", "--timeout", HELM_WAIT, *common]
+        command += ["--values", values, "--wait=watcher", "--timeout", HELM_WAIT, *common]
         if registry_ca:
             command += ["--ca-file", registry_ca]
         ok, output = run_helm(command)
         report(name, "Installed" if ok else "Failed", "" if ok else output or f"helm upgrade --install {name} failed")
     for addon in plan.get("remove", []):
         name = addon["name"]
-        ok, output = run_helm([helm, "uninstall", name, "--namespace", addon["namespace"], "--wait", "--ignore-not-found", *common])
+        ok, output = run_helm([helm, "uninstall", name, "--namespace", addon["namespace"], "--wait=watcher", "--timeout", HELM_WAIT, "--ignore-not-found", *common])
         report(name, "Uninstalled" if ok else "Failed", "" if ok else output or f"helm uninstall {name} failed")
     shutil.rmtree(work, ignore_errors=True)
     if failed:

@@ -1,0 +1,222 @@
+/**
+ * The runner's addons mode (images/kubespray-runner/entrypoint.py, bpa/README.md "Addons")
+ * in the real runner image, with the Helm the build makes: a chart packaged and pushed as an
+ * OCI artifact to the appliance's registry as it runs there (docker-registry behind the
+ * shipped nginx, TLS with a site CA), then the addons Job's contract played as the pod gets
+ * it: the plan, the registry's CA, the application cluster's kubeconfig (here: a real
+ * kube-apiserver, which runs no pods, so the chart holds a ConfigMap) and a ServiceAccount
+ * that may write only the results ConfigMap. Install, upgrade, uninstall and a failure.
+ */
+import { readFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type AuthenticationV1TokenRequest } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { loadDefinition, DEFAULT_DEFINITION } from "../../builder/definition.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { runStages, stagesDir } from "../../builder/pipeline.js";
+import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { startRegistryFront, type RegistryFront } from "../helpers/registry-front.js";
+
+const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
+const id = `${process.pid % 100000}`;
+const namespace = `addons-${id}`;
+const target = `addons-target-${id}`;
+
+let work: string;
+let root: string;
+let registry: RegistryFront;
+let kc: KubeConfig;
+let core: CoreV1Api;
+/** The directories the addons Job's pod would have mounted. */
+let dirs: { plan: string; kubeconfig: string; sa: string; helm: string };
+let apiServer: URL;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-addons-runner-"));
+  const content = await runStages({
+    definition: await loadDefinition(DEFAULT_DEFINITION),
+    lock: await loadLock(DEFAULT_LOCK),
+    lockPath: DEFAULT_LOCK,
+    stagesDir: stagesDir(),
+    sections: ["content"],
+    stopAfterImages: true,
+  });
+  root = join(work, "runner-root");
+  await unpackImage(content.images!.dir, RUNNER, root);
+  registry = await startRegistryFront();
+
+  kc = new KubeConfig();
+  kc.loadFromFile(inject("kubeconfigPath"));
+  core = kc.makeApiClient(CoreV1Api);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "site-addons-results" }, data: {} } });
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "site-runner" } } });
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: "site-runner" },
+      rules: [{ apiGroups: [""], resources: ["configmaps"], resourceNames: ["site-addons-results"], verbs: ["get", "update", "patch"] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: "site-runner" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "site-runner" },
+      subjects: [{ kind: "ServiceAccount", name: "site-runner", namespace }],
+    },
+  });
+  dirs = { plan: join(work, "addons"), kubeconfig: join(work, "kubeconfig"), sa: join(work, "serviceaccount"), helm: join(work, "helm") };
+  for (const d of Object.values(dirs)) await mkdir(d, { recursive: true });
+  const token = (
+    await core.createNamespacedServiceAccountToken({
+      name: "site-runner",
+      namespace,
+      body: { spec: { audiences: [], expirationSeconds: 900 } } as AuthenticationV1TokenRequest,
+    })
+  ).status!.token;
+  const cluster = kc.getCurrentCluster()!;
+  await writeFile(join(dirs.sa, "token"), token);
+  await writeFile(join(dirs.sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
+  apiServer = new URL(cluster.server);
+  // The application cluster's admin kubeconfig, as the install handed it back.
+  await writeFile(join(dirs.kubeconfig, "kubeconfig"), kc.exportConfig());
+  await writeFile(join(dirs.plan, "registry-ca.crt"), registry.ca);
+
+  // A site's chart, packaged and pushed with the image's Helm as a site would (the REST API's upload is another step).
+  const chart = join(dirs.helm, "probe");
+  await mkdir(join(chart, "templates"), { recursive: true });
+  await writeFile(join(chart, "Chart.yaml"), "apiVersion: v2\nname: probe\nversion: 0.1.0\ndescription: a ConfigMap, for the addons test\n");
+  await writeFile(join(chart, "values.yaml"), "greeting: hello\n");
+  await writeFile(
+    join(chart, "templates/configmap.yaml"),
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  chart: {{ .Chart.Version | quote }}\n",
+  );
+  const packaged = await helm(["package", "/tmp/helm/probe", "--destination", "/tmp/helm"]);
+  expect(packaged.exitCode, packaged.all).toBe(0);
+  const pushed = await helm([
+    "push",
+    "/tmp/helm/probe-0.1.0.tgz",
+    `oci://${registry.address}/charts`,
+    "--ca-file",
+    "/tmp/addons/registry-ca.crt",
+    "--username",
+    registry.username,
+    "--password",
+    registry.password,
+  ]);
+  expect(pushed.exitCode, pushed.all).toBe(0);
+}, 40 * 60_000);
+
+afterAll(async () => {
+  await core?.deleteNamespace({ name: namespace }).catch(() => undefined);
+  await core?.deleteNamespace({ name: target }).catch(() => undefined);
+  await registry?.stop();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+function helm(args: string[]) {
+  return inImage(root, ["helm", ...args], {
+    hostNetwork: true,
+    binds: { [dirs.helm]: "/tmp/helm", [dirs.plan]: "/tmp/addons" },
+    env: { HELM_CACHE_HOME: "/tmp/h/cache", HELM_CONFIG_HOME: "/tmp/h/config", HELM_DATA_HOME: "/tmp/h/data" },
+  });
+}
+
+/**
+ * The addons Job's container, as the BPA's addonsJob() makes it, with this plan. The image's
+ * root is read-only here (no mount points a kubelet would make): the mounts go under /tmp.
+ */
+async function runAddons(plan: unknown, job: string) {
+  await writeFile(join(dirs.plan, "plan.json"), JSON.stringify(plan));
+  return inImage(root, ["/usr/local/bin/bpa-runner", "addons"], {
+    hostNetwork: true,
+    binds: { [dirs.plan]: "/tmp/addons", [dirs.kubeconfig]: "/tmp/kubeconfig", [dirs.sa]: "/tmp/serviceaccount" },
+    env: {
+      BPA_MODE: "addons",
+      BPA_NAMESPACE: namespace,
+      BPA_PROVISIONING: "site",
+      BPA_ADDONS_PLAN: "/tmp/addons/plan.json",
+      BPA_SERVICEACCOUNT_DIR: "/tmp/serviceaccount",
+      BPA_ADDONS_RESULTS: "site-addons-results",
+      BPA_ADDONS_JOB: job,
+      BPA_KUBECONFIG: "/tmp/kubeconfig/kubeconfig",
+      BPA_REGISTRY_CA: "/tmp/addons/registry-ca.crt",
+      BPA_TERMINATION_LOG: "/tmp/termination-log",
+      KUBERNETES_SERVICE_HOST: apiServer.hostname,
+      KUBERNETES_SERVICE_PORT: apiServer.port || "443",
+      HELM_CACHE_HOME: "/tmp/helm/cache",
+      HELM_CONFIG_HOME: "/tmp/helm/config",
+      HELM_DATA_HOME: "/tmp/helm/data",
+    },
+  });
+}
+
+const results = async () =>
+  Object.fromEntries(
+    Object.entries((await core.readNamespacedConfigMap({ namespace, name: "site-addons-results" })).data ?? {}).map(([k, v]) => [k, JSON.parse(v)]),
+  );
+const probe = () => core.readNamespacedConfigMap({ namespace: target, name: "probe" });
+const apply = (values: Record<string, unknown>, version = "0.1.0") => ({
+  name: "probe",
+  chart: `oci://${registry.address}/charts/probe`,
+  version,
+  namespace: target,
+  values,
+  hash: "h",
+});
+
+describe("the runner's addons mode with the build's Helm", () => {
+  it(
+    "installs a chart from the appliance's registry (TLS, the site CA) into its namespace and reports it",
+    async () => {
+      const run = await runAddons({ apply: [apply({ greeting: "hi" })], remove: [{ name: "never-installed", namespace: target }] }, "site-addons-00000001");
+      expect(run.exitCode, run.all).toBe(0);
+      expect(await results()).toEqual({
+        probe: { job: "site-addons-00000001", state: "Installed" },
+        "never-installed": { job: "site-addons-00000001", state: "Uninstalled" },
+      });
+      expect((await probe()).data).toEqual({ greeting: "hi", chart: "0.1.0" });
+      expect(run.all).toContain("helm upgrade --install probe");
+    },
+    10 * 60_000,
+  );
+
+  it(
+    "upgrades it when its values change, uninstalls it when it is removed",
+    async () => {
+      const upgraded = await runAddons({ apply: [apply({ greeting: "again" })], remove: [] }, "site-addons-00000002");
+      expect(upgraded.exitCode, upgraded.all).toBe(0);
+      expect((await probe()).data!.greeting).toBe("again");
+      const removed = await runAddons({ apply: [], remove: [{ name: "probe", namespace: target }] }, "site-addons-00000003");
+      expect(removed.exitCode, removed.all).toBe(0);
+      expect((await results()).probe).toEqual({ job: "site-addons-00000003", state: "Uninstalled" });
+      await expect(probe()).rejects.toThrow();
+    },
+    10 * 60_000,
+  );
+
+  it(
+    "a chart version the registry does not have: that addon Failed with Helm's words, the others still done, exit non-zero",
+    async () => {
+      const run = await runAddons({ apply: [apply({}, "9.9.9"), { ...apply({ greeting: "still" }), name: "probe2" }], remove: [] }, "site-addons-00000004");
+      expect(run.exitCode).not.toBe(0);
+      const r = await results();
+      expect(r.probe).toMatchObject({ job: "site-addons-00000004", state: "Failed" });
+      expect(r.probe.message).toMatch(/9\.9\.9.*not found|not found.*9\.9\.9/i);
+      expect(r.probe2).toEqual({ job: "site-addons-00000004", state: "Installed" });
+      expect(run.all).toContain("bpa-runner: error: addons failed: probe");
+    },
+    10 * 60_000,
+  );
+
+  it("may write its results ConfigMap and nothing else", async () => {
+    const token = (await readFile(join(dirs.sa, "token"), "utf8")).trim();
+    const other = await fetch(`${apiServer.origin}/api/v1/namespaces/${namespace}/configmaps`, { headers: { Authorization: `Bearer ${token}` } }).catch(
+      () => undefined,
+    );
+    expect(other === undefined || other.status === 403).toBe(true);
+  });
+});
