@@ -61,7 +61,8 @@ export function buildRecipe(entry: Pick<GoModArtifact, "module" | "version">): {
     }
     return { tags: ["selinux", "notest", "grpcnotrace"], ldflags };
   }
-  const offline = offlineBuildRecipe(entry.module, entry.version) ?? metal3BuildRecipe(entry.module, entry.version) ?? addonsBuildRecipe(entry.module, entry.version);
+  const offline =
+    offlineBuildRecipe(entry.module, entry.version) ?? metal3BuildRecipe(entry.module, entry.version) ?? addonsBuildRecipe(entry.module, entry.version);
   if (offline) return { tags: offline.tags, ldflags: [...ldflags, ...offline.ldflags], ...(offline.cgo ? { cgo: true } : {}) };
   return { tags: [], ldflags };
 }
