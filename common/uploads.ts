@@ -5,12 +5,12 @@
  * and the record of an upload that the server answers with.
  */
 
-export const KINDS = ["file", "container-image", "os-image"] as const;
+export const KINDS = ["file", "container-image", "os-image", "chart"] as const;
 export type Kind = (typeof KINDS)[number];
 
 export interface UploadRequest {
   kind: Kind;
-  /** file: a relative path; os-image: a file name; container-image: repository[:tag]. */
+  /** file: a relative path; os-image: a file name; container-image: repository[:tag]; chart: repository[:version], its last segment the chart's name. */
   name: string;
   /** 64 lowercase hex digits: the sha256 of the bytes the client sends. */
   sha256: string;
@@ -34,10 +34,12 @@ export interface UploadRecord {
   finished?: string;
   /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
   path?: string;
-  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest. */
+  /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest; chart: oci://host/repository (with version: what spec.addons names). */
   url?: string;
-  /** container-image: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
+  /** container-image and chart: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
   digest?: string;
+  /** chart: the chart's version (its tag in the registry). */
+  version?: string;
   /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
   format?: string;
   /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */

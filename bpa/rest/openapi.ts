@@ -35,7 +35,7 @@ export function openApiDocument(): Record<string, unknown> {
           required: ["id", "kind", "name", "sha256", "size", "state"],
           properties: {
             id: { type: "string" },
-            kind: { enum: ["file", "container-image", "os-image"] },
+            kind: { enum: ["file", "container-image", "os-image", "chart"] },
             name: { type: "string" },
             sha256: { type: "string", description: "The sha256 the client stated for the uploaded bytes" },
             size: { type: "integer" },
@@ -44,8 +44,13 @@ export function openApiDocument(): Record<string, unknown> {
             user: { type: "string" },
             created: { type: "string", format: "date-time" },
             finished: { type: "string", format: "date-time" },
-            url: { type: "string", description: "file/os-image: its URL on the file server; container-image: host/repository@digest" },
-            digest: { type: "string", description: "container-image: the manifest digest; otherwise sha256:<hex> of the file" },
+            url: {
+              type: "string",
+              description:
+                "file/os-image: its URL on the file server; container-image: host/repository@digest; chart: oci://host/repository (spec.addons[].chart)",
+            },
+            version: { type: "string", description: "chart: the chart's version (spec.addons[].version)" },
+            digest: { type: "string", description: "container-image and chart: the manifest digest; otherwise sha256:<hex> of the file" },
             format: { enum: ["qcow2", "raw"] },
             checksumUrl: { type: "string" },
             error: { type: "string" },
@@ -150,7 +155,7 @@ export function openApiDocument(): Record<string, unknown> {
               in: "header",
               required: true,
               schema: { type: "string" },
-              description: "kind <b64(file|container-image|os-image)>,name <b64(name)>,sha256 <b64(64 hex digits)>",
+              description: "kind <b64(file|container-image|os-image|chart)>,name <b64(name)>,sha256 <b64(64 hex digits)>",
             },
             ...Object.entries(tusHeaders).map(([name, h]) => ({ name, in: "header", ...h })),
           ],

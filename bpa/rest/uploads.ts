@@ -16,6 +16,7 @@ import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
 import type { Logger } from "../runtime/log.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRecord, type UploadRequest } from "../../common/uploads.js";
 import { publishFile } from "./publish-file.js";
+import { pushChart } from "./push-chart.js";
 import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
 import { sha256File } from "../../common/hash.js";
@@ -263,6 +264,9 @@ export class Uploads {
         const { client, pullHost } = await this.o.registry();
         const pushed = await pushImageArchive(source, join(this.o.store.work, upload.id), record.name, client, pullHost);
         Object.assign(record, { digest: pushed.digest, url: pushed.url });
+      } else if (record.kind === "chart") {
+        const { client, pullHost } = await this.o.registry();
+        Object.assign(record, await pushChart(source, join(this.o.store.work, upload.id), record.name, client, pullHost));
       } else {
         Object.assign(record, await publishFile(this.o.store, record, source));
       }

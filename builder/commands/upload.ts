@@ -26,7 +26,7 @@ function progressPrinter(name: string): (sent: number, total: number) => void {
 export const uploadCommand: Command = {
   name: "upload",
   summary: "upload a file, container image or OS image to an appliance's BPA REST API (resumable)",
-  usage: `usage: icn-bootstrap upload FILE --kind file|container-image|os-image --name NAME --server URL [options]
+  usage: `usage: icn-bootstrap upload FILE --kind file|container-image|os-image|chart --name NAME --server URL [options]
 
 Uploads FILE with the tus resumable-upload protocol. When the link or this command is cut,
 run the same command again: it continues where the appliance stopped receiving.
@@ -35,10 +35,14 @@ The appliance checks the sha256 before publishing anything:
   os-image         -> http://<appliance>:8080/os-images/NAME and NAME.sha256sum (qcow2 or raw)
   container-image  -> pushed to <appliance>:5000/REPOSITORY:TAG (NAME); FILE is an OCI layout
                       tar (skopeo copy IMAGE oci-archive:FILE) or a docker save archive
+  chart            -> oci://<appliance>:5000/REPOSITORY, tag VERSION (NAME: REPOSITORY:VERSION,
+                      its last segment the chart's name); FILE is what helm package made.
+                      A Provisioning's spec.addons names it: {name, chart, version}
 
 options:
-  --kind KIND       file, container-image or os-image
-  --name NAME       the name to publish under (container-image: repository[:tag])
+  --kind KIND       file, container-image, os-image or chart
+  --name NAME       the name to publish under (container-image: repository[:tag];
+                    chart: repository:version, e.g. charts/site-app:0.2.0)
   --server URL      the API, e.g. https://192.168.1.10:30443
   --token TOKEN     a bearer token of the appliance's cluster made for the API's audience
                     (default: $ICN_BPA_TOKEN), e.g.

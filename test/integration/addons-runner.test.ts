@@ -1,8 +1,9 @@
 /**
  * The runner's addons mode (images/kubespray-runner/entrypoint.py, bpa/README.md "Addons")
- * in the real runner image, with the Helm the build makes: a chart packaged and pushed as an
- * OCI artifact to the appliance's registry as it runs there (docker-registry behind the
- * shipped nginx, TLS with a site CA), then the addons Job's contract played as the pod gets
+ * in the real runner image, with the Helm the build makes: a chart packaged by that Helm and
+ * published as the REST API publishes a chart upload (an OCI artifact, bpa/rest/push-chart.ts)
+ * to the appliance's registry as it runs there (docker-registry behind the shipped nginx,
+ * TLS with a site CA), then the addons Job's contract played as the pod gets
  * it: the plan, the registry's CA, the application cluster's kubeconfig (here: a real
  * kube-apiserver, which runs no pods, so the chart holds a ConfigMap) and a ServiceAccount
  * that may write only the results ConfigMap. Install, upgrade, uninstall and a failure.
@@ -15,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { loadDefinition, DEFAULT_DEFINITION } from "../../builder/definition.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { runStages, stagesDir } from "../../builder/pipeline.js";
+import { pushChart } from "../../bpa/rest/push-chart.js";
+import { RegistryClient } from "../../bpa/rest/registry.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
 import { startRegistryFront, type RegistryFront } from "../helpers/registry-front.js";
 
@@ -96,18 +99,10 @@ beforeAll(async () => {
   );
   const packaged = await helm(["package", "/tmp/helm/probe", "--destination", "/tmp/helm"]);
   expect(packaged.exitCode, packaged.all).toBe(0);
-  const pushed = await helm([
-    "push",
-    "/tmp/helm/probe-0.1.0.tgz",
-    `oci://${registry.address}/charts`,
-    "--ca-file",
-    "/tmp/addons/registry-ca.crt",
-    "--username",
-    registry.username,
-    "--password",
-    registry.password,
-  ]);
-  expect(pushed.exitCode, pushed.all).toBe(0);
+  // Into the registry as the REST API publishes a chart upload (bpa/rest/push-chart.ts): Helm must find it there.
+  const client = new RegistryClient({ url: `https://${registry.address}`, ca: registry.ca, username: registry.username, password: registry.password });
+  const pushed = await pushChart(join(dirs.helm, "probe-0.1.0.tgz"), join(work, "push"), "charts/probe:0.1.0", client, registry.address);
+  expect(pushed).toMatchObject({ url: `oci://${registry.address}/charts/probe`, version: "0.1.0" });
 }, 40 * 60_000);
 
 afterAll(async () => {

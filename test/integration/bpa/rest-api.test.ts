@@ -297,7 +297,7 @@ describe("uploads", () => {
   it("refuses bad metadata and an upload over the size limit at creation, with the fix", async () => {
     const bad = await uploader.create({ kind: "firmware", name: "../etc/passwd", sha256: "abc" }, 10);
     expect(bad.status).toBe(400);
-    expect(bad.body).toContain('metadata "kind" is "firmware": use one of file, container-image, os-image');
+    expect(bad.body).toContain('metadata "kind" is "firmware": use one of file, container-image, os-image, chart');
     expect(bad.body).toContain('metadata "sha256" is "abc"');
     const traversal = await uploader.create({ kind: "file", name: "../etc/passwd", sha256: sha256("x") }, 10);
     expect(traversal.status).toBe(400);

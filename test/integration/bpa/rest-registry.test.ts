@@ -113,6 +113,37 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
     expect((await readFile(join(pulled, digestOf(layer).slice(7)))).equals(layer)).toBe(true);
   });
 
+  it("publishes a Helm chart upload as Helm's OCI artifact under its name and version; a chart under another name is refused", async () => {
+    const src = join(work, "chart-src");
+    await mkdir(join(src, "site-app/templates"), { recursive: true });
+    await writeFile(join(src, "site-app/Chart.yaml"), "apiVersion: v2\nname: site-app\nversion: 0.2.0\n");
+    await writeFile(join(src, "site-app/templates/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: site-app }\n");
+    const tgz = join(work, "site-app-0.2.0.tgz");
+    await tarCreate({ cwd: src, file: tgz, gzip: true, portable: true }, ["site-app"]);
+    const bytes = await readFile(tgz);
+    const reply = await uploader.upload("chart", "charts/site-app:0.2.0", bytes);
+    expect(reply.status, reply.body).toBe(200);
+    const record = JSON.parse(reply.body) as UploadRecord;
+    expect(record).toMatchObject({
+      state: "published",
+      kind: "chart",
+      name: "charts/site-app:0.2.0",
+      version: "0.2.0",
+      url: `oci://${registry.address}/charts/site-app`,
+    });
+    // What Helm pulls: an OCI manifest, the chart's metadata as Helm's config, the .tgz byte for byte as its one layer.
+    const raw = await skopeo(["inspect", "--raw", "--cert-dir", registry.certDir, `docker://${registry.address}/charts/site-app:0.2.0`]);
+    expect(raw.ok, raw.output).toBe(true);
+    const manifest = JSON.parse(raw.output) as { config: { mediaType: string }; layers: { mediaType: string; digest: string }[] };
+    expect(manifest.config.mediaType).toBe("application/vnd.cncf.helm.config.v1+json");
+    expect(manifest.layers).toEqual([expect.objectContaining({ mediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip", digest: digestOf(bytes) })]);
+    expect(digestOf(raw.output)).toBe(record.digest);
+
+    const refused = await uploader.upload("chart", "charts/other:0.2.0", bytes);
+    expect(refused.status).toBe(422);
+    expect(refused.body).toContain('the chart is named "site-app" but would be published as charts/other');
+  });
+
   it("pushes a docker save archive (uncompressed layers) with the icn-bootstrap upload command", async () => {
     const { archive, layerDigest } = await dockerSaveArchive(work, "hello", { "hello.txt": "hello from docker save\n" });
     await writeFile(join(work, "api-ca.crt"), tls.ca);

@@ -18,7 +18,7 @@ describe("upload metadata", () => {
 
   it("names every bad field with the fix", () => {
     expect(() => parseUploadRequest({})).toThrow(
-      /metadata "kind" is missing: use one of file, container-image, os-image; metadata "name" is missing.*; metadata "sha256" is missing/,
+      /metadata "kind" is missing: use one of file, container-image, os-image, chart; metadata "name" is missing.*; metadata "sha256" is missing/,
     );
     for (const name of ["../x", "a/../b", ".hidden", "a//b", "/abs", "a b"]) {
       expect(() => parseUploadRequest({ kind: "file", name, sha256: hex }), name).toThrow(/is not a relative file path/);

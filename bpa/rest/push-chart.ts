@@ -1,0 +1,136 @@
+/**
+ * A verified Helm chart (the .tgz `helm package` makes) into the appliance's registry as an
+ * OCI artifact, laid out as `helm push` lays it out (Helm's OCI support: a manifest whose
+ * config is the chart's metadata as JSON, media type application/vnd.cncf.helm.config.v1+json,
+ * and one layer, the .tgz itself, application/vnd.cncf.helm.chart.content.v1.tar+gzip), under
+ * the tag of its version, so that `helm pull oci://…` and the BPA's addons Jobs find it.
+ *
+ * The archive is untrusted: only Chart.yaml is read, at most MAX_CHART_YAML_BYTES, and the
+ * repository's last segment must be the chart's name, the tag its version (Helm pulls by them).
+ */
+import { createReadStream } from "node:fs";
+import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createGunzip } from "node:zlib";
+import { Parser, type ReadEntry } from "tar";
+import yaml from "js-yaml";
+import { RequestError, parseImageName } from "../../common/uploads.js";
+import { sha256File } from "../../common/hash.js";
+import type { RegistryClient } from "./registry.js";
+
+export const HELM_CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json";
+export const HELM_CHART_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+const MAX_CHART_YAML_BYTES = 1024 * 1024;
+/** A chart has a handful of files; more entries than this are no chart. */
+const MAX_ENTRIES = 10_000;
+
+export interface ChartMetadata {
+  apiVersion: string;
+  name: string;
+  version: string;
+  [key: string]: unknown;
+}
+
+/** Chart.yaml of a packaged chart (<name>/Chart.yaml), or a RequestError naming what is wrong. */
+export async function readChartYaml(file: string): Promise<ChartMetadata> {
+  let text: string | undefined;
+  let entries = 0;
+  let tooLarge = false;
+  const parser = new Parser({
+    onReadEntry: (entry: ReadEntry) => {
+      entries++;
+      if (!text && /^[^/]+\/Chart\.yaml$/.test(entry.path) && entry.type === "File") {
+        if (entry.size > MAX_CHART_YAML_BYTES) tooLarge = true;
+        else {
+          const chunks: Buffer[] = [];
+          entry.on("data", (c: Buffer) => chunks.push(c));
+          entry.on("end", () => (text = Buffer.concat(chunks).toString("utf8")));
+          return;
+        }
+      }
+      entry.resume();
+    },
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const input = createReadStream(file);
+      const gunzip = createGunzip();
+      input.on("error", reject);
+      gunzip.on("error", reject);
+      parser.on("error", reject);
+      parser.on("end", () => resolve());
+      input.pipe(gunzip).pipe(parser);
+      gunzip.on("data", () => {
+        if (entries > MAX_ENTRIES) reject(new RequestError(422, `the chart has more than ${MAX_ENTRIES} files: not a Helm chart`));
+      });
+    });
+  } catch (error) {
+    if (error instanceof RequestError) throw error;
+    throw new RequestError(422, `not a packaged Helm chart (a .tgz from helm package): ${(error as Error).message}`);
+  }
+  if (tooLarge) throw new RequestError(422, `the chart's Chart.yaml is over ${MAX_CHART_YAML_BYTES / 1024} KiB: not a Helm chart`);
+  if (text === undefined) throw new RequestError(422, "no <name>/Chart.yaml in the archive: not a packaged Helm chart (make it with helm package DIR)");
+  let meta: unknown;
+  try {
+    meta = yaml.load(text);
+  } catch (error) {
+    throw new RequestError(422, `the chart's Chart.yaml is not YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  const m = meta as Partial<ChartMetadata> | null;
+  if (!m || typeof m !== "object" || typeof m.name !== "string" || typeof m.version !== "string" || typeof m.apiVersion !== "string") {
+    throw new RequestError(422, "the chart's Chart.yaml needs apiVersion, name and version");
+  }
+  return m as ChartMetadata;
+}
+
+/**
+ * Pushes the chart under NAME (repository:version). Returns the digest and the reference the
+ * addons of a Provisioning name it by (spec.addons[].chart and version).
+ */
+export async function pushChart(
+  file: string,
+  work: string,
+  name: string,
+  client: RegistryClient,
+  pullHost: string,
+): Promise<{ digest: string; url: string; version: string }> {
+  const { repository, tag } = parseImageName(name);
+  const meta = await readChartYaml(file);
+  const expectedName = repository.split("/").pop();
+  if (meta.name !== expectedName) {
+    throw new RequestError(
+      422,
+      `the chart is named "${meta.name}" but would be published as ${repository}: Helm pulls a chart by its name, so the name's last segment must be it (e.g. --name ${[...repository.split("/").slice(0, -1), meta.name].join("/")}:${meta.version})`,
+    );
+  }
+  // OCI tags cannot hold "+": Helm writes it as "_" (helm push does the same).
+  const versionTag = meta.version.replace(/\+/g, "_");
+  if (tag !== versionTag && !(tag === "latest" && !name.includes(":"))) {
+    throw new RequestError(422, `the chart's version is ${meta.version}, but the name asks for tag ${tag}: name it ${repository}:${versionTag}`);
+  }
+  await mkdir(work, { recursive: true });
+  try {
+    const config = Buffer.from(JSON.stringify(meta));
+    const configFile = join(work, "config.json");
+    await writeFile(configFile, config);
+    const configDigest = `sha256:${await sha256File(configFile)}`;
+    const layerDigest = `sha256:${await sha256File(file)}`;
+    const layerSize = (await stat(file)).size;
+    await client.pushBlob(repository, configDigest, config.length, configFile);
+    await client.pushBlob(repository, layerDigest, layerSize, file);
+    const manifest = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: OCI_MANIFEST,
+        config: { mediaType: HELM_CONFIG_MEDIA_TYPE, digest: configDigest, size: config.length },
+        layers: [{ mediaType: HELM_CHART_MEDIA_TYPE, digest: layerDigest, size: layerSize }],
+        annotations: { "org.opencontainers.image.title": meta.name, "org.opencontainers.image.version": meta.version },
+      }),
+    );
+    const digest = await client.pushManifest(repository, versionTag, OCI_MANIFEST, manifest);
+    return { digest, url: `oci://${pullHost}/${repository}`, version: meta.version };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,73 @@
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pushChart, readChartYaml } from "../../../bpa/rest/push-chart.js";
+import type { RegistryClient } from "../../../bpa/rest/registry.js";
+
+let work: string;
+
+/** A .tgz laid out as helm package makes it: <name>/Chart.yaml and the rest. */
+async function chartTgz(file: string, files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(work, "src-"));
+  for (const [path, text] of Object.entries(files)) {
+    await mkdir(join(dir, path, ".."), { recursive: true });
+    await writeFile(join(dir, path), text);
+  }
+  const out = join(work, file);
+  await execa("tar", [
+    "-czf",
+    out,
+    "-C",
+    dir,
+    ...Object.keys(files)
+      .map((p) => p.split("/")[0]!)
+      .filter((v, i, a) => a.indexOf(v) === i),
+  ]);
+  return out;
+}
+
+/** Refuses every call: the checks must stop a bad chart before anything reaches the registry. */
+const noRegistry = new Proxy({} as RegistryClient, {
+  get: () => () => {
+    throw new Error("the registry was called");
+  },
+});
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-chart-"));
+});
+afterAll(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+describe("a chart upload", () => {
+  it("reads Chart.yaml of a packaged chart", async () => {
+    const tgz = await chartTgz("app-0.2.0.tgz", {
+      "app/Chart.yaml": "apiVersion: v2\nname: app\nversion: 0.2.0\ndescription: x\n",
+      "app/templates/cm.yaml": "kind: ConfigMap\n",
+    });
+    expect(await readChartYaml(tgz)).toEqual({ apiVersion: "v2", name: "app", version: "0.2.0", description: "x" });
+  });
+
+  it("refuses what is not a chart, naming why", async () => {
+    const plain = join(work, "plain.tgz");
+    await writeFile(plain, "not gzip at all");
+    await expect(readChartYaml(plain)).rejects.toThrow(/not a packaged Helm chart \(a \.tgz from helm package\)/);
+    const noChart = await chartTgz("nochart.tgz", { "app/values.yaml": "a: 1\n" });
+    await expect(readChartYaml(noChart)).rejects.toThrow("no <name>/Chart.yaml in the archive");
+    const noVersion = await chartTgz("noversion.tgz", { "app/Chart.yaml": "apiVersion: v2\nname: app\n" });
+    await expect(readChartYaml(noVersion)).rejects.toThrow("needs apiVersion, name and version");
+  });
+
+  it("must be published under its own name and version (Helm pulls by them); nothing is pushed otherwise", async () => {
+    const tgz = await chartTgz("app.tgz", { "app/Chart.yaml": "apiVersion: v2\nname: app\nversion: 0.2.0+build.1\n" });
+    await expect(pushChart(tgz, join(work, "w1"), "charts/other:0.2.0_build.1", noRegistry, "bootstrap.icn:5000")).rejects.toThrow(
+      'the chart is named "app" but would be published as charts/other: Helm pulls a chart by its name, so the name\'s last segment must be it (e.g. --name charts/app:0.2.0+build.1)',
+    );
+    await expect(pushChart(tgz, join(work, "w2"), "charts/app:0.3.0", noRegistry, "bootstrap.icn:5000")).rejects.toThrow(
+      "the chart's version is 0.2.0+build.1, but the name asks for tag 0.3.0: name it charts/app:0.2.0_build.1",
+    );
+  });
+});
