@@ -14,7 +14,7 @@ import { ensureConfigMap, ensureRole } from "../runtime/ensure.js";
 import { isConflict, isNotFound, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
 import { ownedBy } from "../runtime/owners.js";
-import { ANNOTATION_ADDONS, decideAddons } from "./addons.js";
+import { ANNOTATION_ADDONS, addonsJobCreated, decideAddons } from "./addons.js";
 import { recordEvent } from "./events.js";
 import type { ConditionInput } from "./status.js";
 
@@ -88,7 +88,7 @@ export async function reconcileAddons(input: AddonsStepInput): Promise<{ addons:
 /** Finished addons Jobs beyond the history limit go, and plans no kept Job uses. */
 async function prune(c: Clients, config: BpaConfig, p: Provisioning, jobs: readonly V1Job[]): Promise<void> {
   const namespace = p.metadata.namespace!;
-  const newestFirst = [...jobs].sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime());
+  const newestFirst = [...jobs].sort((a, b) => addonsJobCreated(b) - addonsJobCreated(a));
   const old = newestFirst.slice(config.job.historyLimit);
   for (const job of old) {
     try {

@@ -21,12 +21,15 @@ export const ANNOTATION_ADDONS = `${BPA_GROUP}/addons`;
 /** What an addons Job was started to do. */
 export interface AddonsJobRecord {
   retryToken: string;
+  /** When the operator made it (ms): creationTimestamp has whole seconds, and two Jobs may share one. */
+  createdMs?: number;
   entries: { name: string; action: "apply" | "remove"; chart: string; version: string; namespace: string; hash: string }[];
 }
 
-export function addonsJobRecord(plan: AddonsPlan, retryToken: string): AddonsJobRecord {
+export function addonsJobRecord(plan: AddonsPlan, retryToken: string, createdMs?: number): AddonsJobRecord {
   return {
     retryToken,
+    ...(createdMs !== undefined ? { createdMs } : {}),
     entries: [
       ...plan.apply.map(({ name, chart, version, namespace, hash }) => ({ name, action: "apply" as const, chart, version, namespace, hash })),
       ...plan.remove.map(({ name, chart, version, namespace, hash }) => ({ name, action: "remove" as const, chart, version, namespace, hash })),
@@ -77,7 +80,8 @@ export interface AddonsDecision {
   events: { type: "Normal" | "Warning"; reason: string; message: string }[];
 }
 
-const created = (j: V1Job) => new Date(j.metadata?.creationTimestamp ?? 0).getTime();
+/** When the addons Job was made, to the millisecond when its record says. */
+export const addonsJobCreated = (j: V1Job) => readRecord(j)?.createdMs ?? new Date(j.metadata?.creationTimestamp ?? 0).getTime();
 
 export function decideAddons(input: AddonsInput): AddonsDecision {
   const { p, now } = input;
@@ -93,7 +97,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
   };
 
   // 1. The newest addons Job: what it did so far, or all it did.
-  const latest = [...input.jobs].sort((a, b) => created(b) - created(a))[0];
+  const latest = [...input.jobs].sort((a, b) => addonsJobCreated(b) - addonsJobCreated(a))[0];
   const record = latest && readRecord(latest);
   const state = latest ? jobState(latest) : undefined;
   if (latest && record) {
@@ -193,7 +197,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
   return {
     addons: order(addons),
     events,
-    start: { hash, plan, record: addonsJobRecord(plan, retryToken), summary },
+    start: { hash, plan, record: addonsJobRecord(plan, retryToken, now.getTime()), summary },
     condition: {
       type: CONDITION.addonsReady,
       status: "False",

@@ -91,6 +91,8 @@ async function runner(env: Record<string, string>) {
       BPA_INSTALL_HASH: "0123456789abcdef",
       ANSIBLE_LOCAL_TEMP: join(work, ".ansible-tmp"),
       ANSIBLE_HOME: join(work, ".ansible"),
+      // The host's Debian ansible-core has no Mitogen; the runner image's is tested in kubespray-inventory.test.ts.
+      BPA_ANSIBLE_STRATEGY: "linear",
       ...env,
     },
   });

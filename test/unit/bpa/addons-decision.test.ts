@@ -113,6 +113,22 @@ describe("the addons step's decision", () => {
     expect(retried.start?.summary).toBe("upgrade multus 4.3.0");
   });
 
+  it("the newest Job is the one made last, to the millisecond (creationTimestamp has whole seconds)", () => {
+    const p = provisioning({ addons: [{ name: "multus" }] });
+    const start = decideAddons(input(p)).start!;
+    const first = jobFor(p, { ...start, record: { ...start.record, createdMs: NOW.getTime() } }, "succeeded");
+    const [changed] = [provisioning({ addons: [{ name: "multus", values: { a: 1 } }] })];
+    const next = decideAddons(input(changed!)).start!;
+    const second = jobFor(changed!, { ...next, record: { ...next.record, createdMs: NOW.getTime() + 400 } }, "running");
+    for (const jobs of [
+      [first, second],
+      [second, first],
+    ]) {
+      const d = decideAddons(input(changed!, { jobs }));
+      expect(d.condition).toMatchObject({ reason: "Installing", message: `addons Job ${second.metadata!.name}: installing multus` });
+    }
+  });
+
   it("a Job that ended before the runner got to an addon fails that addon, naming the Job's logs", () => {
     const p = provisioning({ addons: [{ name: "multus" }] });
     const start = decideAddons(input(p)).start!;
