@@ -39,7 +39,8 @@ and commit it. A build fails when a built image's digest differs from its pin.
 
 --also-kubernetes V also builds and pins the control-plane images of Kubernetes V, an
 extra served version (registry-seed/kubernetes-V.yaml; lock-artifacts --also-kubernetes
-pins its binaries). Repeatable.
+pins its binaries). Repeatable. Every extra version the lock already pins and lists
+(registry-seed/kubernetes-V.yaml) is re-pinned without it.
 
 --upstream additionally resolves the upstream digest of every listed reference
 (skopeo inspect; needs access to the upstream registries) into upstreamDigest.`,
@@ -52,9 +53,10 @@ pins its binaries). Repeatable.
     });
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
-    const definition = withExtraKubernetes(await loadDefinition(definitionPath), values["also-kubernetes"] ?? []);
-    await requireTools(["mmdebstrap", "skopeo", "gzip", "apt-ftparchive", "gpgv"]);
     let lock = await loadLock(lockPath);
+    const extras = [...new Set([...(values["also-kubernetes"] ?? []), ...(await pinnedExtraKubernetes(lock))])];
+    const definition = withExtraKubernetes(await loadDefinition(definitionPath), extras);
+    await requireTools(["mmdebstrap", "skopeo", "gzip", "apt-ftparchive", "gpgv"]);
     if (!values["keep-packages"] || !lock.images) {
       const previous = await loadPreviousLock(lockPath);
       const resolution = await readArchives(sourcesFor(definition, previous, {}));
@@ -99,6 +101,27 @@ pins its binaries). Repeatable.
     if (values.upstream) await recordUpstreamDigests(definition);
   },
 };
+
+/**
+ * The extra Kubernetes versions the lock pins (artifacts kubernetes-vX.Y.Z) whose image list
+ * exists: re-pinned with the others, so that a changed toolchain cannot leave their digests stale.
+ */
+async function pinnedExtraKubernetes(lock: LockFile): Promise<string[]> {
+  const versions = Object.keys(lock.artifacts)
+    .filter((name) => /^kubernetes-v\d+\.\d+\.\d+$/.test(name))
+    .map((name) => name.slice("kubernetes-".length));
+  const listed: string[] = [];
+  for (const v of versions) {
+    if (
+      await readFile(join(REPO_ROOT, "registry-seed", `kubernetes-${v}.yaml`)).then(
+        () => true,
+        () => false,
+      )
+    )
+      listed.push(v);
+  }
+  return listed;
+}
 
 export type PinnedBefore = Record<string, { version: string; sha256?: string }>;
 
