@@ -31,6 +31,8 @@ export const LABEL_OPERATION = `${BPA_GROUP}/operation`;
 export const ANNOTATION_OUTCOME = `${BPA_GROUP}/outcome`;
 /** Annotation on day-2 operation Jobs: its status.operations[] fields known when it starts (JSON: description, hosts, versions). */
 export const ANNOTATION_RECORD = `${BPA_GROUP}/record`;
+/** Annotation on an addons Job: what it does (JSON AddonsJobRecord, bpa/jobs/addons-objects.ts), so its results can be applied from the Job alone. */
+export const ANNOTATION_ADDONS = `${BPA_GROUP}/addons`;
 /** Annotation a user sets on a Provisioning (any new value) to re-run a failed install with an unchanged spec. */
 export const ANNOTATION_RETRY = `${BPA_GROUP}/retry`;
 

@@ -14,7 +14,7 @@ import { ensureConfigMap, ensureRole } from "../runtime/ensure.js";
 import { isConflict, isNotFound, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
 import { ownedBy } from "../runtime/owners.js";
-import { ANNOTATION_ADDONS, addonsJobCreated, decideAddons } from "./addons.js";
+import { addonsJobCreated, decideAddons } from "./addons.js";
 import { recordEvent } from "./events.js";
 import type { ConditionInput } from "./status.js";
 
@@ -70,8 +70,7 @@ export async function reconcileAddons(input: AddonsStepInput): Promise<{ addons:
     const { hash, plan, record, summary } = decision.start;
     await ensureRole(c, runnerRole(p));
     await ensureConfigMap(c, addonsPlanConfigMap(p, hash, plan, input.registryCaPem));
-    const body = addonsJob(p, config, hash, plan);
-    body.metadata!.annotations = { ...body.metadata!.annotations, [ANNOTATION_ADDONS]: JSON.stringify(record) };
+    const body = addonsJob(p, config, hash, plan, record);
     try {
       await c.batch.createNamespacedJob({ namespace, body });
       log.info("started an addons Job", { provisioning: `${namespace}/${p.metadata.name}`, job: body.metadata!.name, addons: summary });

@@ -7,35 +7,13 @@
  */
 import type { V1Job } from "@kubernetes/client-node";
 import { resolveAddons, type CatalogAddon } from "../api/addons.js";
-import { ANNOTATION_RETRY, BPA_GROUP } from "../api/constants.js";
+import { ANNOTATION_ADDONS, ANNOTATION_RETRY } from "../api/constants.js";
 import type { AddonStatus, Provisioning } from "../api/types.js";
-import { addonsHash } from "../jobs/addons-objects.js";
+import { addonsHash, addonsJobRecord, type AddonsJobRecord } from "../jobs/addons-objects.js";
 import { addonsUpToDate, describeAddonsPlan, planAddons, type AddonsPlan } from "../jobs/addons-plan.js";
 import type { AddonResult } from "../jobs/contract.js";
 import { jobState } from "../runtime/owners.js";
 import { CONDITION, statusTime, type ConditionInput } from "./status.js";
-
-/** Annotation on an addons Job: what it does (JSON AddonsJobRecord), so its results can be applied from the Job alone. */
-export const ANNOTATION_ADDONS = `${BPA_GROUP}/addons`;
-
-/** What an addons Job was started to do. */
-export interface AddonsJobRecord {
-  retryToken: string;
-  /** When the operator made it (ms): creationTimestamp has whole seconds, and two Jobs may share one. */
-  createdMs?: number;
-  entries: { name: string; action: "apply" | "remove"; chart: string; version: string; namespace: string; hash: string }[];
-}
-
-export function addonsJobRecord(plan: AddonsPlan, retryToken: string, createdMs?: number): AddonsJobRecord {
-  return {
-    retryToken,
-    ...(createdMs !== undefined ? { createdMs } : {}),
-    entries: [
-      ...plan.apply.map(({ name, chart, version, namespace, hash }) => ({ name, action: "apply" as const, chart, version, namespace, hash })),
-      ...plan.remove.map(({ name, chart, version, namespace, hash }) => ({ name, action: "remove" as const, chart, version, namespace, hash })),
-    ],
-  };
-}
 
 function readRecord(job: V1Job): AddonsJobRecord | undefined {
   try {

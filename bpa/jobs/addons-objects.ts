@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import type { V1ConfigMap, V1Job } from "@kubernetes/client-node";
-import { ANNOTATION_INSTALL_HASH, LABEL_INSTALL_HASH } from "../api/constants.js";
+import { ANNOTATION_ADDONS, ANNOTATION_INSTALL_HASH, LABEL_INSTALL_HASH } from "../api/constants.js";
 import type { Provisioning } from "../api/types.js";
 import type { BpaConfig } from "../config/config.js";
 import type { AddonsPlan } from "./addons-plan.js";
@@ -50,6 +50,25 @@ export function addonsHash(plan: AddonsPlan, retryToken: string, registryCaPem: 
   return createHash("sha256").update(JSON.stringify(what)).digest("hex");
 }
 
+/** What an addons Job was started to do (its annotation): the BPA applies its results from the Job alone. */
+export interface AddonsJobRecord {
+  retryToken: string;
+  /** When the operator made it (ms): creationTimestamp has whole seconds, and two Jobs may share one. */
+  createdMs?: number;
+  entries: { name: string; action: "apply" | "remove"; chart: string; version: string; namespace: string; hash: string }[];
+}
+
+export function addonsJobRecord(plan: AddonsPlan, retryToken: string, createdMs?: number): AddonsJobRecord {
+  return {
+    retryToken,
+    ...(createdMs !== undefined ? { createdMs } : {}),
+    entries: [
+      ...plan.apply.map(({ name, chart, version, namespace, hash }) => ({ name, action: "apply" as const, chart, version, namespace, hash })),
+      ...plan.remove.map(({ name, chart, version, namespace, hash }) => ({ name, action: "remove" as const, chart, version, namespace, hash })),
+    ],
+  };
+}
+
 export function jobPlan(plan: AddonsPlan): AddonsJobPlan {
   return {
     apply: plan.apply.map(({ name, chart, version, namespace, values, hash }) => ({ name, chart, version, namespace, values, hash })),
@@ -88,14 +107,15 @@ export function chartHosts(plan: AddonsPlan): string[] {
   return [...new Set(hosts)].sort();
 }
 
-export function addonsJob(p: Provisioning, config: BpaConfig, hash: string, plan: AddonsPlan): V1Job {
+export function addonsJob(p: Provisioning, config: BpaConfig, hash: string, plan: AddonsPlan, record: AddonsJobRecord): V1Job {
   const n = addonsNames(p, hash);
   const hosts = chartHosts(plan);
   const hashLabel = { [LABEL_INSTALL_HASH]: hash.slice(0, 16) };
+  const metadata = meta(p, n.job!, ADDONS_COMPONENT.job, hash);
   return {
     apiVersion: "batch/v1",
     kind: "Job",
-    metadata: meta(p, n.job!, ADDONS_COMPONENT.job, hash),
+    metadata: { ...metadata, annotations: { ...metadata.annotations, [ANNOTATION_ADDONS]: JSON.stringify(record) } },
     spec: {
       backoffLimit: 0,
       activeDeadlineSeconds: config.job.activeDeadlineSeconds,

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
@@ -54,7 +55,7 @@ pins its binaries). Repeatable. Every extra version the lock already pins and li
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
     let lock = await loadLock(lockPath);
-    const extras = [...new Set([...(values["also-kubernetes"] ?? []), ...(await pinnedExtraKubernetes(lock))])];
+    const extras = [...new Set([...(values["also-kubernetes"] ?? []), ...pinnedExtraKubernetes(lock)])];
     const definition = withExtraKubernetes(await loadDefinition(definitionPath), extras);
     await requireTools(["mmdebstrap", "skopeo", "gzip", "apt-ftparchive", "gpgv"]);
     if (!values["keep-packages"] || !lock.images) {
@@ -106,21 +107,11 @@ pins its binaries). Repeatable. Every extra version the lock already pins and li
  * The extra Kubernetes versions the lock pins (artifacts kubernetes-vX.Y.Z) whose image list
  * exists: re-pinned with the others, so that a changed toolchain cannot leave their digests stale.
  */
-async function pinnedExtraKubernetes(lock: LockFile): Promise<string[]> {
+function pinnedExtraKubernetes(lock: LockFile): string[] {
   const versions = Object.keys(lock.artifacts)
     .filter((name) => /^kubernetes-v\d+\.\d+\.\d+$/.test(name))
     .map((name) => name.slice("kubernetes-".length));
-  const listed: string[] = [];
-  for (const v of versions) {
-    if (
-      await readFile(join(REPO_ROOT, "registry-seed", `kubernetes-${v}.yaml`)).then(
-        () => true,
-        () => false,
-      )
-    )
-      listed.push(v);
-  }
-  return listed;
+  return versions.filter((v) => existsSync(join(REPO_ROOT, "registry-seed", `kubernetes-${v}.yaml`)));
 }
 
 export type PinnedBefore = Record<string, { version: string; sha256?: string }>;

@@ -11,7 +11,7 @@
 import { readFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type AuthenticationV1TokenRequest } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { loadDefinition, DEFAULT_DEFINITION } from "../../builder/definition.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
@@ -19,6 +19,7 @@ import { runStages, stagesDir } from "../../builder/pipeline.js";
 import { pushChart } from "../../bpa/rest/push-chart.js";
 import { RegistryClient } from "../../bpa/rest/registry.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { runnerIdentity } from "../helpers/runner-identity.js";
 import { startRegistryFront, type RegistryFront } from "../helpers/registry-front.js";
 
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
@@ -52,38 +53,12 @@ beforeAll(async () => {
   kc = new KubeConfig();
   kc.loadFromFile(inject("kubeconfigPath"));
   core = kc.makeApiClient(CoreV1Api);
-  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   await core.createNamespace({ body: { metadata: { name: namespace } } });
   await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "site-addons-results" }, data: {} } });
-  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "site-runner" } } });
-  await rbac.createNamespacedRole({
-    namespace,
-    body: {
-      metadata: { name: "site-runner" },
-      rules: [{ apiGroups: [""], resources: ["configmaps"], resourceNames: ["site-addons-results"], verbs: ["get", "update", "patch"] }],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace,
-    body: {
-      metadata: { name: "site-runner" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "site-runner" },
-      subjects: [{ kind: "ServiceAccount", name: "site-runner", namespace }],
-    },
-  });
   dirs = { plan: join(work, "addons"), kubeconfig: join(work, "kubeconfig"), sa: join(work, "serviceaccount"), helm: join(work, "helm") };
   for (const d of Object.values(dirs)) await mkdir(d, { recursive: true });
-  const token = (
-    await core.createNamespacedServiceAccountToken({
-      name: "site-runner",
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 900 } } as AuthenticationV1TokenRequest,
-    })
-  ).status!.token;
-  const cluster = kc.getCurrentCluster()!;
-  await writeFile(join(dirs.sa, "token"), token);
-  await writeFile(join(dirs.sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
-  apiServer = new URL(cluster.server);
+  const rules = [{ apiGroups: [""], resources: ["configmaps"], resourceNames: ["site-addons-results"], verbs: ["get", "update", "patch"] }];
+  apiServer = (await runnerIdentity(kc, namespace, "site-runner", rules, dirs.sa)).server;
   // The application cluster's admin kubeconfig, as the install handed it back.
   await writeFile(join(dirs.kubeconfig, "kubeconfig"), kc.exportConfig());
   await writeFile(join(dirs.plan, "registry-ca.crt"), registry.ca);

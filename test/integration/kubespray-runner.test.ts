@@ -13,7 +13,7 @@
  * from 127.0.0.1 and pinned by sha256 in a copy of the lock file, so the `files` stage
  * extracts it exactly as it would the real one.
  */
-import { AuthenticationV1TokenRequest, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
@@ -32,6 +32,7 @@ import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
 import { REPO } from "../helpers/cli.js";
 import { buildKubesprayStandIn, STANDIN_VERSION } from "../helpers/kubespray-standin.js";
 import { makeTestCA, type TestCA } from "../fixtures/bpa/registry-ca.js";
+import { runnerIdentity } from "../helpers/runner-identity.js";
 
 const id = `${process.pid % 100000}`;
 const NETNS = `icn-rt-${id}`;
@@ -245,40 +246,18 @@ describe("the kubespray runner against a test host in a network namespace", () =
       const kc = new KubeConfig();
       kc.loadFromFile(inject("kubeconfigPath"));
       const core = kc.makeApiClient(CoreV1Api);
-      const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
       const namespace = `runner-${id}`;
       const secret = "sample-kubeconfig";
       await core.createNamespace({ body: { metadata: { name: namespace } } });
       await core.createNamespacedSecret({ namespace, body: { metadata: { name: secret } } });
-      await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: "sample-runner" } } });
-      await rbac.createNamespacedRole({
-        namespace,
-        body: {
-          metadata: { name: "sample-runner" },
-          rules: [{ apiGroups: [""], resources: ["secrets"], resourceNames: [secret], verbs: ["get", "update", "patch"] }],
-        },
-      });
-      await rbac.createNamespacedRoleBinding({
-        namespace,
-        body: {
-          metadata: { name: "sample-runner" },
-          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "sample-runner" },
-          subjects: [{ kind: "ServiceAccount", name: "sample-runner", namespace }],
-        },
-      });
-      const token = (
-        await core.createNamespacedServiceAccountToken({
-          name: "sample-runner",
-          namespace,
-          body: { spec: { audiences: [], expirationSeconds: 600 } } as AuthenticationV1TokenRequest,
-        })
-      ).status!.token;
       const sa = join(work, "serviceaccount");
-      await mkdir(sa, { recursive: true });
-      await writeFile(join(sa, "token"), token);
-      const cluster = kc.getCurrentCluster()!;
-      await writeFile(join(sa, "ca.crt"), cluster.caData ? Buffer.from(cluster.caData, "base64") : await readFile(cluster.caFile!));
-      const server = new URL(cluster.server);
+      const { server } = await runnerIdentity(
+        kc,
+        namespace,
+        "sample-runner",
+        [{ apiGroups: [""], resources: ["secrets"], resourceNames: [secret], verbs: ["get", "update", "patch"] }],
+        sa,
+      );
 
       // The inventory as the BPA writes it (bpa/inventory: hosts.ini + group_vars/all/offline.yml).
       const inventory = join(work, "inventory");
@@ -371,7 +350,8 @@ describe("the kubespray runner against a test host in a network namespace", () =
       expect(kubeconfig).toMatch(new RegExp(`server: https://${NODE_IP.replace(/\./g, "\\.")}:6443`));
 
       // The runner's token could write that Secret and nothing else.
-      const other = await fetch(`${cluster.server}/api/v1/namespaces/${namespace}/secrets`, { headers: { Authorization: `Bearer ${token}` } }).catch(
+      const token = (await readFile(join(sa, "token"), "utf8")).trim();
+      const other = await fetch(`${server.origin}/api/v1/namespaces/${namespace}/secrets`, { headers: { Authorization: `Bearer ${token}` } }).catch(
         () => undefined,
       );
       expect(other === undefined || other.status === 403).toBe(true);

@@ -2,7 +2,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { CatalogAddon } from "../../../common/addons-catalog.js";
 import type { AddonStatus, Provisioning } from "../../../bpa/api/types.js";
-import { ANNOTATION_ADDONS, decideAddons, type AddonsInput } from "../../../bpa/controller/addons.js";
+import { decideAddons, type AddonsInput } from "../../../bpa/controller/addons.js";
 import { addonsJob, addonsNames } from "../../../bpa/jobs/addons-objects.js";
 import { parseConfig } from "../../../bpa/config/config.js";
 
@@ -43,8 +43,7 @@ const input = (p: Provisioning, over: Partial<AddonsInput> = {}): AddonsInput =>
 
 /** The Job the operator would have made for the decision's plan, with the given state. */
 function jobFor(p: Provisioning, start: NonNullable<ReturnType<typeof decideAddons>["start"]>, state: "running" | "succeeded" | "failed"): V1Job {
-  const job = addonsJob(p, config, start.hash, start.plan);
-  job.metadata!.annotations = { ...job.metadata!.annotations, [ANNOTATION_ADDONS]: JSON.stringify(start.record) };
+  const job = addonsJob(p, config, start.hash, start.plan, start.record);
   job.metadata!.creationTimestamp = NOW;
   const conditions =
     state === "running"
@@ -63,7 +62,7 @@ describe("the addons step's decision", () => {
       ["node-feature-discovery", "Pending"],
     ]);
     expect(d.condition).toMatchObject({ type: "AddonsReady", status: "False", reason: "Installing" });
-    const job = addonsJob(provisioning(), config, d.start!.hash, d.start!.plan);
+    const job = addonsJob(provisioning(), config, d.start!.hash, d.start!.plan, d.start!.record);
     expect(job.metadata!.name).toBe(addonsNames(provisioning(), d.start!.hash).job);
     expect(job.spec!.template.spec!.hostAliases).toEqual([{ ip: "10.0.0.1", hostnames: ["bootstrap.icn"] }]);
     expect(job.spec!.template.spec!.serviceAccountName).toBe("site-runner");
