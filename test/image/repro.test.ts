@@ -158,7 +158,8 @@ describe("reproducible build", () => {
     for (const c of debs) expect(c.purl).toMatch(/^pkg:deb\/debian\/[^@]+@[^?]+\?arch=(amd64|all)&distro=debian-13$/);
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
     // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
-    // and the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl).
+    // the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl),
+    // and Helm in the kubespray runner's image (the addons Jobs).
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
     const locations = (name: string) =>
       binaries
@@ -174,6 +175,7 @@ describe("reproducible build", () => {
           "etcd",
           "flannel",
           "flanneld",
+          "helm",
           "kube-apiserver",
           "kube-controller-manager",
           "kube-proxy",
@@ -192,6 +194,7 @@ describe("reproducible build", () => {
         ),
       ]),
     );
+    expect(locations("helm")).toEqual([expect.stringMatching(/^image bootstrap\.icn:5000\/icn\/kubespray-runner:[^:]+:\/usr\/local\/bin\/helm$/)]);
     expect(locations("containerd")).toEqual([
       expect.stringMatching(
         /^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/,
