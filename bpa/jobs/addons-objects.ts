@@ -1,5 +1,5 @@
 /**
- * The objects of an addons Job (bpa/README.md, "Addons"): its plan (immutable ConfigMap,
+ * The objects of an addons Job (docs/addons.md): its plan (immutable ConfigMap,
  * with the registry's CA for Helm's chart pulls), the results ConfigMap the runner fills
  * one addon at a time, and the Job itself: the runner image in `addons` mode with the
  * application cluster's kubeconfig mounted from its Secret. Pure, like objects.ts.

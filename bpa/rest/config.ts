@@ -94,7 +94,7 @@ export function loadApiConfig(flags: Partial<Record<keyof ApiConfig, unknown>>, 
       const field = String(i.path[0] ?? "");
       return `${field}${ENV[field as keyof ApiConfig] ? ` (${ENV[field as keyof ApiConfig]})` : ""}: ${i.message}`;
     });
-    throw new UserError(`bad REST API configuration: ${problems.join("; ")}`, 'see bpa/README.md, "The REST API"');
+    throw new UserError(`bad REST API configuration: ${problems.join("; ")}`, "see docs/rest-api.md");
   }
   return parsed.data;
 }

@@ -26,7 +26,7 @@ usage: bpa api [options]
   --state-dir DIR       uploads and published files (BPA_API_STATE_DIR, default /var/lib/icn-bootstrap/bpa-api)
   -h, --help            this help
 
-More settings by environment (bpa/README.md, "The REST API"): BPA_API_MAX_UPLOAD_BYTES,
+More settings by environment (docs/rest-api.md): BPA_API_MAX_UPLOAD_BYTES,
 BPA_API_RESERVE_BYTES, BPA_API_PUBLIC_FILES_URL, BPA_API_REGISTRY_URL, BPA_API_PULL_HOST, ...
 `;
 

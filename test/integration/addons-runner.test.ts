@@ -1,5 +1,5 @@
 /**
- * The runner's addons mode (images/kubespray-runner/entrypoint.py, bpa/README.md "Addons")
+ * The runner's addons mode (images/kubespray-runner/entrypoint.py, docs/addons.md)
  * in the real runner image, with the Helm the build makes: a chart packaged by that Helm and
  * published as the REST API publishes a chart upload (an OCI artifact, bpa/rest/push-chart.ts)
  * to the appliance's registry as it runs there (docker-registry behind the shipped nginx,

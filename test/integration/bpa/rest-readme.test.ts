@@ -1,5 +1,5 @@
 /**
- * bpa/README.md's curl example, run as written (only the appliance's address, the CA
+ * docs/rest-api.md's curl example, run as written (only the appliance's address, the CA
  * download and kubectl replaced by the test's), once straight through and once with the
  * first PATCH cut after a second (curl --max-time): its resume step must finish the upload
  * without sending a byte twice.
@@ -26,9 +26,9 @@ let token: string;
 let example: string;
 
 beforeAll(async () => {
-  const readme = await readFile(join(REPO, "bpa/README.md"), "utf8");
+  const readme = await readFile(join(REPO, "docs/rest-api.md"), "utf8");
   const match = /<!-- test\/integration\/bpa\/rest-readme\.test\.ts runs this block -->\n```sh\n([\s\S]*?)```/.exec(readme);
-  if (!match) throw new Error("bpa/README.md lost its tested curl example");
+  if (!match) throw new Error("docs/rest-api.md lost its tested curl example");
   example = match[1]!;
   fixture = await startApiFixture(kc, c, "rest-readme");
   ({ ns, work, tls, api } = fixture);
