@@ -89,7 +89,7 @@ export const ApplianceDefinition = z
         /** default: images built from images/ recipes; upstream: pulled by digest with skopeo where the list pins an upstream digest. */
         profile: z.enum(["default", "upstream"]).default("default"),
         /** Image lists (relative to the repository), pinned by digest. */
-        lists: z.array(z.string().min(1)).default(["registry-seed/bootstrap.yaml", "registry-seed/application.yaml"]),
+        lists: z.array(z.string().min(1)).default(["registry-seed/bootstrap.yaml", "registry-seed/application.yaml", "registry-seed/addons.yaml"]),
       })
       .strict()
       .default({}),

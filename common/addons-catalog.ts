@@ -1,7 +1,7 @@
 /**
  * The addons an appliance serves: Helm charts stored as OCI artifacts in its registry, each
  * with its version, the namespace it goes to and whether a Provisioning without spec.addons
- * gets it. The build writes the catalog as a ConfigMap among the first-boot manifests; the
+ * gets it. manifests/bpa/addons.yaml carries it as a ConfigMap among the first-boot manifests; the
  * BPA reads it to resolve spec.addons (bpa/api/addons.ts). An appliance built without
  * addons has no catalog: spec.addons can still name charts of the site's own.
  * Shared by the builder and the BPA, which must not import the builder.

@@ -16,21 +16,12 @@ import { Parser, type ReadEntry } from "tar";
 import yaml from "js-yaml";
 import { RequestError, parseImageName } from "../../common/uploads.js";
 import { sha256File } from "../../common/hash.js";
+import { chartConfig, chartManifest, chartVersionTag, OCI_MANIFEST_MEDIA_TYPE, type ChartMetadata } from "../../common/helm-chart.js";
 import type { RegistryClient } from "./registry.js";
 
-export const HELM_CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json";
-export const HELM_CHART_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const MAX_CHART_YAML_BYTES = 1024 * 1024;
 /** A chart has a handful of files; more entries than this are no chart. */
 const MAX_ENTRIES = 10_000;
-
-export interface ChartMetadata {
-  apiVersion: string;
-  name: string;
-  version: string;
-  [key: string]: unknown;
-}
 
 /** Chart.yaml of a packaged chart (<name>/Chart.yaml), or a RequestError naming what is wrong. */
 export async function readChartYaml(file: string): Promise<ChartMetadata> {
@@ -104,14 +95,13 @@ export async function pushChart(
       `the chart is named "${meta.name}" but would be published as ${repository}: Helm pulls a chart by its name, so the name's last segment must be it (e.g. --name ${[...repository.split("/").slice(0, -1), meta.name].join("/")}:${meta.version})`,
     );
   }
-  // OCI tags cannot hold "+": Helm writes it as "_" (helm push does the same).
-  const versionTag = meta.version.replace(/\+/g, "_");
+  const versionTag = chartVersionTag(meta.version);
   if (tag !== versionTag && !(tag === "latest" && !name.includes(":"))) {
     throw new RequestError(422, `the chart's version is ${meta.version}, but the name asks for tag ${tag}: name it ${repository}:${versionTag}`);
   }
   await mkdir(work, { recursive: true });
   try {
-    const config = Buffer.from(JSON.stringify(meta));
+    const config = chartConfig(meta);
     const configFile = join(work, "config.json");
     await writeFile(configFile, config);
     const configDigest = `sha256:${await sha256File(configFile)}`;
@@ -119,16 +109,8 @@ export async function pushChart(
     const layerSize = (await stat(file)).size;
     await client.pushBlob(repository, configDigest, config.length, configFile);
     await client.pushBlob(repository, layerDigest, layerSize, file);
-    const manifest = Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_MANIFEST,
-        config: { mediaType: HELM_CONFIG_MEDIA_TYPE, digest: configDigest, size: config.length },
-        layers: [{ mediaType: HELM_CHART_MEDIA_TYPE, digest: layerDigest, size: layerSize }],
-        annotations: { "org.opencontainers.image.title": meta.name, "org.opencontainers.image.version": meta.version },
-      }),
-    );
-    const digest = await client.pushManifest(repository, versionTag, OCI_MANIFEST, manifest);
+    const manifest = chartManifest(meta, { digest: configDigest, size: config.length }, { digest: layerDigest, size: layerSize });
+    const digest = await client.pushManifest(repository, versionTag, OCI_MANIFEST_MEDIA_TYPE, manifest);
     return { digest, url: `oci://${pullHost}/${repository}`, version: meta.version };
   } finally {
     await rm(work, { recursive: true, force: true });

@@ -16,6 +16,7 @@ import type { ImageConfig } from "../oci/layout.js";
 import type { CompileProgram } from "../stages/image-debian.js";
 import { IMAGES_DIR, loadRecipe, recipeBase, type Recipe } from "./recipe.js";
 import type { SelectedImage } from "./seed.js";
+import { planChart, type PlannedChart } from "./chart.js";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "..", "..");
 
@@ -47,6 +48,8 @@ export interface PlannedImage {
     /** The PyPI distributions its `python:` installs (for the SBOM). */
     pythonPackages?: { name: string; version: string }[];
   };
+  /** A recipe with `chart:`: the chart to package, and the pinned Helm that packages it. */
+  chart?: PlannedChart & { recipe: string; helm: { path: string; sha256: string } };
 }
 
 export interface ImagesPlan {
@@ -124,6 +127,12 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
     };
     if (image.source === "recipe") {
       const recipe = await loadRecipe(image.recipe!, image.ref, opts.imagesDir ?? IMAGES_DIR);
+      if (recipe.chart) {
+        const helm = (await artifactPaths(["helm"], { ...opts.artifacts, lockPath: opts.lockPath })).helm!;
+        planned.chart = { ...(await planChart(recipe, image, opts.lockPath)), recipe: recipe.name, helm: { path: helm, sha256: helm.split("/").pop()! } };
+        images.push(planned);
+        continue;
+      }
       await runRecipeBuild(recipe, image.ref);
       const base = recipeBase(recipe);
       if (base === "debian") recipe.debian.packages.forEach((p) => basePackages.add(p));

@@ -32,6 +32,16 @@
  *     initramfs: ipa.initramfs         #   whole root is the initramfs, systemd its /init. Its packages are
  *     enable: [agent.service]          #   its own set (images.debian.os.<name>), python: is allowed;
  *     dropModules: [sound]             #   systemd units to enable, kernel module trees left out (under kernel/)
+ *   chart:                             # or: a Helm chart, seeded as an OCI artifact (builder/images/chart.ts);
+ *     name: multus                     #   its list entry's repository ends in the name, its tag is the version
+ *     version: 4.3.0
+ *     appVersion: v4.3.0
+ *     description: Multus CNI
+ *     files:                           #   module:<entry>:<path> (a file or a directory) or recipe:<path>
+ *       - from: "module:multus:deployments/multus-daemonset-thick.yml"
+ *         to: templates/multus.yaml
+ *         replace:                     #   image references to rewrite; each must occur in the source
+ *           - { from: "multus-cni:snapshot-thick", to: "multus-cni:v4.3.0-thick" }
  *   entrypoint: ["node", "/opt/bpa/bpa.mjs"]
  *   cmd: []
  *   env: {}
@@ -104,6 +114,31 @@ export const Recipe = z
         dropModules: z
           .array(z.string().regex(/^[a-z0-9_-]+(\/[a-z0-9_-]+)*$/, "a directory under the kernel's kernel/ module tree, such as sound or drivers/gpu"))
           .default([]),
+      })
+      .strict()
+      .optional(),
+    chart: z
+      .object({
+        name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "a chart name (lower case, digits, dashes)"),
+        version: z.string().regex(/^\d+\.\d+\.\d+([-+][\w.-]+)?$/, "a SemVer version such as 4.3.0"),
+        appVersion: z.string().min(1),
+        description: z.string().min(1),
+        files: z
+          .array(
+            z
+              .object({
+                from: z.string().regex(/^(module:[a-z0-9._-]+:|recipe:)[^\0]+$/, "module:<artifact entry>:<path> or recipe:<path>"),
+                to: z
+                  .string()
+                  .regex(
+                    /^(templates|crds)(\/[A-Za-z0-9._-]+)*$|^values\.(yaml|schema\.json)$/,
+                    "a path in the chart: templates/…, crds/…, values.yaml or values.schema.json",
+                  ),
+                replace: z.array(z.object({ from: z.string().min(1), to: z.string() }).strict()).default([]),
+              })
+              .strict(),
+          )
+          .min(1),
       })
       .strict()
       .optional(),

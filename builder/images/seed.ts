@@ -7,6 +7,8 @@
  *   default profile); `digest` is the manifest digest the build must produce.
  * - `upstreamDigest`: the upstream image's manifest digest, pulled with skopeo in the
  *   `upstream` profile (entries without a recipe exist only there).
+ * - A recipe with `chart:` makes a Helm chart instead of an image, stored as Helm's OCI
+ *   artifact (builder/images/chart.ts; registry-seed/addons.yaml).
  * In the registry an image lives under its path without the registry host
  * (`registry.k8s.io/kube-apiserver` -> `kube-apiserver`), which is what containerd
  * asks a mirror for and what kubespray's `*_image_repo: <registry>` variables produce.
@@ -18,7 +20,7 @@ import { z } from "zod";
 import { UserError } from "../errors.js";
 
 export const SEED_DIR = resolve(import.meta.dirname, "..", "..", "registry-seed");
-export const DEFAULT_LISTS = ["bootstrap.yaml", "application.yaml"];
+export const DEFAULT_LISTS = ["bootstrap.yaml", "application.yaml", "addons.yaml"];
 
 const Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, "a manifest digest such as sha256:<64 hex digits>");
 /** [host[:port]/]path:tag — a tag is required, a digest is not part of the reference. */
@@ -87,7 +89,7 @@ export async function loadSeedList(path: string): Promise<ListedImage[]> {
     const index = typeof issue.path[1] === "number" ? issue.path[1] : undefined;
     const entries = (raw as { images?: { ref?: string }[] } | undefined)?.images;
     const entry = index !== undefined ? ` (entry ${index + 1}${entries?.[index]?.ref ? `, ${entries[index]!.ref}` : ""})` : "";
-    throw new UserError(`${path}: ${issue.path.join(".")}${entry}: ${issue.message}`, "fix the image list (see registry-seed/README.md for the fields)");
+    throw new UserError(`${path}: ${issue.path.join(".")}${entry}: ${issue.message}`, "fix the image list (the fields are described at the top of builder/images/seed.ts)");
   }
   return result.data.images.map((entry) => ({ ...entry, list: path, ...parseRef(entry.ref) }));
 }

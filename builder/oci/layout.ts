@@ -10,6 +10,7 @@ import { copyFile, link, mkdir, readFile, rename, stat, writeFile } from "node:f
 import { join } from "node:path";
 import { ContentStore, normalizeDigest, tempSibling } from "../cache.js";
 import { LAYER_MEDIA_TYPE, type LayerInfo } from "./layer.js";
+import { chartConfig, chartManifest, OCI_MANIFEST_MEDIA_TYPE, type ChartMetadata } from "../../common/helm-chart.js";
 
 export const MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json";
 export const CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json";
@@ -112,6 +113,19 @@ export class OciLayout {
     await this.putBytes(docs.config);
     const digest = await this.putBytes(docs.manifest);
     const descriptor = { mediaType: MANIFEST_MEDIA_TYPE, digest, size: docs.manifest.length, annotations: { [REF_NAME]: name } };
+    this.manifests.push(descriptor);
+    return descriptor;
+  }
+
+  /** Writes a packaged Helm chart (.tgz) as Helm's OCI artifact and returns its manifest digest. */
+  async addChart(name: string, meta: ChartMetadata, tgz: string): Promise<Descriptor> {
+    const archive = await readFile(tgz);
+    const config = chartConfig(meta);
+    const configDigest = await this.putBytes(config);
+    const chartDigest = await this.putBytes(archive);
+    const manifest = chartManifest(meta, { digest: configDigest, size: config.length }, { digest: chartDigest, size: archive.length });
+    const digest = await this.putBytes(manifest);
+    const descriptor = { mediaType: OCI_MANIFEST_MEDIA_TYPE, digest, size: manifest.length, annotations: { [REF_NAME]: name } };
     this.manifests.push(descriptor);
     return descriptor;
   }

@@ -114,6 +114,7 @@ export async function collectSbomInput(opts: CollectOptions): Promise<SbomInput>
         binaries: imageBinaries.get(s.ref) ?? [],
         npmPackages,
         pythonPackages: planned?.recipe?.pythonPackages ?? [],
+        ...(planned?.chart ? { helmChart: true } : {}),
       };
     }),
   );

@@ -48,6 +48,8 @@ export interface SbomContainerImage {
   npmPackages: SbomNpmPackage[];
   /** PyPI distributions installed in the image (a recipe's `python:`). */
   pythonPackages?: { name: string; version: string }[];
+  /** Not a container image but a Helm chart stored as an OCI artifact (a recipe's `chart:`). */
+  helmChart?: boolean;
 }
 
 export interface SbomNpmPackage {
@@ -219,6 +221,7 @@ export function buildBom(input: SbomInput): Models.Bom {
         prop("registry:repository", image.repository),
         ...image.tags.map((t) => prop("registry:tag", t)),
         prop("image:source", image.source),
+        ...(image.helmChart ? [prop("oci:artifact", "helm-chart")] : []),
       ]),
     });
     bom.components.add(component);

@@ -9,15 +9,18 @@
  * Pulled images (upstream profile): `skopeo copy --preserve-digests docker://ref@digest`.
  * Either way the manifest digest must equal the one the list pins.
  */
-import { writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import yaml from "js-yaml";
+import { writeChartDir, type PlannedChart } from "../images/chart.js";
+import type { ChartMetadata } from "../../common/helm-chart.js";
 import { ContentStore } from "../cache.js";
 import { UserError } from "../errors.js";
 import type { ImagesPlan, PlannedImage } from "../images/plan.js";
 import { cachedLayer, fileEntries, type LayerInfo } from "../oci/layer.js";
 import { OciLayout, REF_NAME } from "../oci/layout.js";
 import { indexTar, normalizeEntries } from "../oci/tar.js";
-import type { Stage, StageResult } from "../stage.js";
+import type { Stage, StageResult, StageRun } from "../stage.js";
 import { BASE_TAR } from "./image-debian.js";
 
 export const OCI_DIR = "oci";
@@ -58,6 +61,7 @@ export const imagesStage: Stage<ImagesDeps> = {
     images: plan.images.map(({ list: _list, ...image }) => ({
       ...image,
       recipe: image.recipe && { ...image.recipe, files: image.recipe.files.map(({ from: _from, ...f }) => f) },
+      chart: image.chart && { ...image.chart, helm: image.chart.helm.sha256 },
     })),
     base: base?.key,
     roots: Object.fromEntries(Object.entries(roots ?? {}).map(([name, r]) => [name, r.key])),
@@ -97,7 +101,12 @@ export const imagesStage: Stage<ImagesDeps> = {
       if (!base) throw new Error("images with a Debian base need the image-base stage");
       baseLayer = await debianRootLayer(`debian-base:${base.key}`, "debian base", base, store, run.log);
     }
-    for (const image of plan.images.filter((i) => i.source === "recipe")) {
+    for (const image of plan.images.filter((i) => i.chart)) {
+      const descriptor = await packageChart(run, layout, layoutName(image), image.chart!);
+      run.log(`${image.ref} ${descriptor.digest} (Helm chart)`);
+      built.push({ ...pick(image), digest: descriptor.digest, layers: [] });
+    }
+    for (const image of plan.images.filter((i) => i.source === "recipe" && !i.chart)) {
       const recipe = image.recipe!;
       const files = [
         ...recipe.files.map(({ from, to, mode }) => ({ from, to, mode })),
@@ -144,6 +153,22 @@ export const imagesStage: Stage<ImagesDeps> = {
     void REF_NAME;
   },
 };
+
+/** `helm package` of the chart's directory, at a fixed time (SOURCE_DATE_EPOCH) so the archive is reproducible, into the layout. */
+async function packageChart(run: StageRun, layout: OciLayout, name: string, chart: PlannedChart & { helm: { path: string } }) {
+  const work = await mkdtemp(join(run.out, ".chart-"));
+  try {
+    const dir = await writeChartDir(chart, join(work, "src"));
+    await run.exec(chart.helm.path, ["package", dir, "--destination", join(work, "out")], {
+      env: { SOURCE_DATE_EPOCH: "0", HELM_CACHE_HOME: join(work, "cache"), HELM_CONFIG_HOME: join(work, "config"), HELM_DATA_HOME: join(work, "data") },
+    });
+    const [tgz] = await readdir(join(work, "out"));
+    if (!tgz) throw new Error(`helm package wrote no archive for ${name}`);
+    return await layout.addChart(name, yaml.load(chart.chartYaml) as ChartMetadata, join(work, "out", tgz));
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
 
 function pick(image: PlannedImage) {
   // No list path: the stage's inputs leave it out so checkouts share the output, so the output must not name one.

@@ -18,7 +18,11 @@
  * the install Job for a Provisioning and a BareMetalHost, the runner image (its root
  * filesystem, entrypoint and environment) running the real kubespray v2.31.0 cluster.yml,
  * the kubeconfig handed back into the Provisioning's Secret, then `kubectl get nodes` and a
- * pod pulled through the appliance's registry in the new cluster; then the BPA's scale Job
+ * pod pulled through the appliance's registry in the new cluster; then the BPA's addons Job
+ * (the runner's Helm installing the appliance's catalog, manifests/bpa/addons.yaml, from the
+ * seeded charts): NFD's labels on the node, a pod with a second interface through Multus (a
+ * macvlan NetworkAttachmentDefinition), the QAT device plugin running with no device, every
+ * image from the build; then the BPA's scale Job
  * (scale.yml --limit to the new node, after every host's facts) and the second node Ready,
  * running a pod, with status.cluster and status.nodes showing both; then the BPA's upgrade
  * Job (upgrade-cluster.yml with the newer kube_version) and both nodes on the new version.
@@ -403,6 +407,15 @@ beforeAll(async () => {
     namespace: pinsManifest.metadata.namespace,
     body: { metadata: { name: pinsManifest.metadata.name }, data: pinsManifest.data },
   });
+  // The appliance's addons catalog as first boot applies it, its charts at this network's registry address.
+  const catalog = yaml.load(await readFile(join(REPO, "manifests/bpa/addons.yaml"), "utf8")) as typeof pinsManifest;
+  await c.core.createNamespacedConfigMap({
+    namespace: catalog.metadata.namespace,
+    body: {
+      metadata: { name: catalog.metadata.name },
+      data: Object.fromEntries(Object.entries(catalog.data).map(([k, v]) => [k, v.replaceAll("oci://bootstrap.icn:5000/", `oci://${REGISTRY_HOST}/`)])),
+    },
+  });
   operator = new Operator({ kc, config, log: makeLogger({ level: process.env.BPA_TEST_LOG ? "debug" : "warn", fields: { op: "e2e" } }) });
   await operator.start();
   phase("API server and BPA operator running");
@@ -527,6 +540,111 @@ describe("an application cluster installed by the real kubespray, offline", () =
       const known = new Set(builtImages.map((i) => i.digest));
       expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
       phase("probe pod Running from the seeded registry");
+    },
+    HOUR,
+  );
+
+  it(
+    "addons: the BPA's addons Job installs the appliance's charts (Multus, NFD, QAT) from its registry; each runs from the build's images",
+    async () => {
+      const addonsJob = await waitFor(
+        "the addons Job",
+        async () => (await c.batch.listNamespacedJob({ namespace: NAMESPACE, labelSelector: "bpa.akraino.org/component=addons" })).items[0],
+        120_000,
+        1_000,
+      );
+      phase(`addons Job ${addonsJob.metadata!.name} created`);
+      await runJob(addonsJob, "addons");
+      const p = await waitFor(
+        "AddonsReady",
+        async () => {
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          const ready = current.status?.conditions?.find((cond) => cond.type === "AddonsReady");
+          return ready?.status === "True" || ready?.reason === "AddonsFailed" ? current : undefined;
+        },
+        120_000,
+        1_000,
+      );
+      expect(
+        p.status?.conditions?.find((cond) => cond.type === "AddonsReady"),
+        JSON.stringify(p.status?.addons),
+      ).toMatchObject({ status: "True" });
+      expect(p.status?.addons?.map((a) => `${a.name} ${a.state}`).sort()).toEqual([
+        "intel-qat-plugin Installed",
+        "multus Installed",
+        "node-feature-discovery Installed",
+      ]);
+      expect(p.status?.phase).toBe("Ready");
+      phase("addons installed: AddonsReady");
+
+      // NFD labels the node with what it found (a VM: the hypervisor bit of CPUID among them).
+      const labels = await waitFor(
+        "NFD's node labels",
+        async () => {
+          const r = await kubectl("get", "node", NODE_NAME, "-o", "jsonpath={.metadata.labels}");
+          return /feature\.node\.kubernetes\.io\/cpu-/.test(r.all ?? "") ? r.all : undefined;
+        },
+        10 * 60_000,
+        5_000,
+      );
+      console.log(`e2e:kubespray node labels: ${labels}`);
+      expect(labels).toContain('"feature.node.kubernetes.io/cpu-cpuid.HYPERVISOR":"true"');
+      phase("NFD labels on the node");
+
+      // Multus: a pod asking for a macvlan NetworkAttachmentDefinition gets a second interface.
+      const nic = (await vms.get(NODE_NAME)!.ssh(`ip -o -4 addr show to ${NODE_IP} | awk '{print $2}'`)).output.trim();
+      expect(nic).toMatch(/^\w+$/);
+      const nad = join(work, "macvlan.yaml");
+      await writeFile(
+        nad,
+        [
+          "apiVersion: k8s.cni.cncf.io/v1",
+          "kind: NetworkAttachmentDefinition",
+          "metadata: { name: macvlan-e2e, namespace: default }",
+          "spec:",
+          `  config: '{"cniVersion":"0.3.1","type":"macvlan","master":"${nic}","mode":"bridge","ipam":{"type":"static","addresses":[{"address":"10.254.7.10/24"}]}}'`,
+          "---",
+          "apiVersion: v1",
+          "kind: Pod",
+          "metadata: { name: two-nics, namespace: default, annotations: { k8s.v1.cni.cncf.io/networks: macvlan-e2e } }",
+          `spec: { restartPolicy: Never, containers: [{ name: pause, image: "${builtPause.ref}" }] }`,
+          "",
+        ].join("\n"),
+      );
+      const applied = await kubectl("apply", "-f", nad);
+      expect(applied.exitCode, applied.all).toBe(0);
+      const status = await waitFor(
+        "the two-nics pod's network status",
+        async () => {
+          const r = await kubectl("get", "pod", "two-nics", "-o", "jsonpath={.status.phase} {.metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/network-status}");
+          return (r.all ?? "").startsWith("Running") ? r.all : undefined;
+        },
+        10 * 60_000,
+        5_000,
+      );
+      console.log(`e2e:kubespray two-nics: ${status}`);
+      const networks = JSON.parse(status.slice(status.indexOf(" ") + 1)) as { name: string; interface?: string; ips?: string[] }[];
+      expect(networks.find((n) => n.name === "default/macvlan-e2e")).toMatchObject({ interface: "net1", ips: ["10.254.7.10"] });
+      phase("Multus: a pod with a second interface (macvlan)");
+
+      // The QAT device plugin runs and advertises no device: the VM has none.
+      const qat = await kubectl("-n", "kube-system", "rollout", "status", "daemonset/intel-qat-plugin", "--timeout=600s");
+      expect(qat.exitCode, qat.all).toBe(0);
+      console.log(`e2e:kubespray QAT plugin log:\n${(await kubectl("-n", "kube-system", "logs", "daemonset/intel-qat-plugin", "--tail=20")).all}`);
+      const allocatable = await kubectl("get", "node", NODE_NAME, "-o", "jsonpath={.status.allocatable}");
+      expect(allocatable.all).not.toMatch(/qat\.intel\.com\/[^"]+":"[1-9]/);
+      phase("QAT device plugin running, no devices");
+
+      // Every image on the node, the addons' too, came from the appliance's registry at a digest the build made.
+      const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
+      const digests = new Set(
+        (JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])),
+      );
+      const known = new Set(builtImages.map((i) => i.digest));
+      expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
+      for (const ref of ["ghcr.io/k8snetworkplumbingwg/multus-cni:", "registry.k8s.io/nfd/node-feature-discovery:", "docker.io/intel/intel-qat-plugin:"])
+        expect(digests.has(builtImages.find((i) => i.ref.startsWith(ref))!.digest), ref).toBe(true);
+      console.log(`e2e:kubespray kubectl get pods -A:\n${(await kubectl("get", "pods", "-A", "-o", "wide")).all}`);
     },
     HOUR,
   );

@@ -5,6 +5,7 @@
  * the digests pinned in registry-seed/ (every blob re-hashed); each blob is stored once.
  * containerd's configuration is parsed by the image's own containerd.
  */
+import { HELM_CHART_MEDIA_TYPE, HELM_CONFIG_MEDIA_TYPE } from "../../common/helm-chart.js";
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,6 +14,7 @@ import { execa } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSeedLists, selectImages, type SelectedImage } from "../../builder/images/seed.js";
+import { artifactPaths } from "../../builder/sources/index.js";
 import { startRegistry, type RegistryServer } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { debugfs, partitionAddress, statInFs } from "../helpers/image.js";
@@ -35,7 +37,7 @@ beforeAll(async () => {
   extracted = await mkdtemp(join(tmpdir(), "icn-reg-tree-"));
   await execa("debugfs", ["-R", `rdump /var/lib/docker-registry ${extracted}`, root]);
   registry = await startRegistry(join(extracted, "docker-registry"), { readOnly: true });
-  const lists = ["registry-seed/bootstrap.yaml", "registry-seed/application.yaml"].map((l) => join(REPO, l));
+  const lists = ["registry-seed/bootstrap.yaml", "registry-seed/application.yaml", "registry-seed/addons.yaml"].map((l) => join(REPO, l));
   // The default definition: kubespray on, so the runner and the application clusters' images too.
   expected = selectImages(await loadSeedLists(lists), { profile: "default", kubespray: true }).images;
 }, BUILD_TIMEOUT);
@@ -82,6 +84,33 @@ describe("the seeded registry inside the image", () => {
       const manifest = JSON.parse(body.toString()) as { config: { digest: string }; layers: { digest: string }[] };
       for (const blob of [manifest.config, ...manifest.layers])
         expect(await blobSha256(image.repository, blob.digest), `${image.ref} ${blob.digest}`).toBe(blob.digest);
+    }
+  });
+
+  it("serves the addons' charts as Helm's OCI artifacts: the chart's metadata as config, the packaged chart as the one layer", async () => {
+    const charts = expected.filter((i) => i.repository.startsWith("charts/"));
+    expect(charts.map((c) => c.ref)).toContain("bootstrap.icn:5000/charts/multus:4.3.0");
+    for (const chart of charts) {
+      const manifest = await json<{ config: { mediaType: string; digest: string }; layers: { mediaType: string; digest: string }[] }>(
+        `/v2/${chart.repository}/manifests/${chart.digest}`,
+      );
+      expect(manifest.config.mediaType).toBe(HELM_CONFIG_MEDIA_TYPE);
+      expect(manifest.layers.map((l) => l.mediaType)).toEqual([HELM_CHART_MEDIA_TYPE]);
+      const config = await json<{ name: string; version: string }>(`/v2/${chart.repository}/blobs/${manifest.config.digest}`);
+      expect(`${config.name}:${config.version}`).toBe(`${chart.repository.split("/").pop()}:${chart.tag}`);
+      // Rendered with its defaults by the pinned Helm, every image it runs is one the registry serves.
+      const tgz = join(out, `${config.name}.tgz`);
+      const blob = await fetch(`${registry!.url}/v2/${chart.repository}/blobs/${manifest.layers[0]!.digest}`);
+      await writeFile(tgz, Buffer.from(await blob.arrayBuffer()));
+      const { helm } = await artifactPaths(["helm"]);
+      const rendered = await execa(helm, ["template", config.name, tgz, "--namespace", "addons-test"], { env: { HELM_CACHE_HOME: join(out, "helm") } });
+      const images = [...rendered.stdout.matchAll(/^\s+image: "?([^"\s]+)"?$/gm)].map((m) => m[1]!);
+      expect(images.length, chart.ref).toBeGreaterThan(0);
+      for (const image of images)
+        expect(
+          expected.map((e) => e.ref),
+          `${chart.ref} runs ${image}`,
+        ).toContain(image);
     }
   });
 

@@ -159,7 +159,7 @@ describe("reproducible build", () => {
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
     // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
     // the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl),
-    // and Helm in the kubespray runner's image (the addons Jobs).
+    // Helm in the kubespray runner's image (the addons Jobs), and the addons' programs in their images.
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
     const locations = (name: string) =>
       binaries
@@ -176,6 +176,8 @@ describe("reproducible build", () => {
           "flannel",
           "flanneld",
           "helm",
+          "install_multus",
+          "intel_qat_device_plugin",
           "kube-apiserver",
           "kube-controller-manager",
           "kube-proxy",
@@ -183,6 +185,11 @@ describe("reproducible build", () => {
           "kubeadm",
           "kubectl",
           "kubelet",
+          "multus-daemon",
+          "multus-shim",
+          "nfd-gc",
+          "nfd-master",
+          "nfd-worker",
           ...inArchives,
         ]),
       ].sort(),
@@ -195,6 +202,15 @@ describe("reproducible build", () => {
       ]),
     );
     expect(locations("helm")).toEqual([expect.stringMatching(/^image bootstrap\.icn:5000\/icn\/kubespray-runner:[^:]+:\/usr\/local\/bin\/helm$/)]);
+    expect(locations("multus-daemon")).toEqual([
+      expect.stringMatching(/^image ghcr\.io\/k8snetworkplumbingwg\/multus-cni:v[\d.]+-thick:\/usr\/src\/multus-cni\/bin\/multus-daemon$/),
+    ]);
+    const charts = components.filter((c) => c.properties?.some((p) => p.name === "icn-bootstrap:oci:artifact" && p.value === "helm-chart"));
+    expect(charts.map((c) => c.name).sort()).toEqual([
+      "bootstrap.icn:5000/charts/intel-qat-plugin",
+      "bootstrap.icn:5000/charts/multus",
+      "bootstrap.icn:5000/charts/node-feature-discovery",
+    ]);
     expect(locations("containerd")).toEqual([
       expect.stringMatching(
         /^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/,
