@@ -89,7 +89,10 @@ export async function loadSeedList(path: string): Promise<ListedImage[]> {
     const index = typeof issue.path[1] === "number" ? issue.path[1] : undefined;
     const entries = (raw as { images?: { ref?: string }[] } | undefined)?.images;
     const entry = index !== undefined ? ` (entry ${index + 1}${entries?.[index]?.ref ? `, ${entries[index]!.ref}` : ""})` : "";
-    throw new UserError(`${path}: ${issue.path.join(".")}${entry}: ${issue.message}`, "fix the image list (the fields are described at the top of builder/images/seed.ts)");
+    throw new UserError(
+      `${path}: ${issue.path.join(".")}${entry}: ${issue.message}`,
+      "fix the image list (the fields are described at the top of builder/images/seed.ts)",
+    );
   }
   return result.data.images.map((entry) => ({ ...entry, list: path, ...parseRef(entry.ref) }));
 }
