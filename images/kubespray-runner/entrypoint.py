@@ -8,7 +8,8 @@ read-only 0400) into a private work directory; put the registry's site CA
 containerd's mirror configuration (offline.yml) expects it; run
 `ansible-playbook -i hosts.ini $BPA_PLAYBOOK` in the kubespray tree with
 kubeconfig_localhost=true and the appliance's kubespray pins as extra vars
-(-e @$BPA_KUBESPRAY_PINS: the versions and sha256 of what the appliance serves), then take the admin kubeconfig kubespray
+(-e @$BPA_KUBESPRAY_PINS: the versions and sha256 of what the appliance serves) and
+kubespray's download table rendered once beforehand (render_downloads_playbook), then take the admin kubeconfig kubespray
 fetched (artifacts/admin.conf), point its server at the first control-plane host and
 PATCH it into Secret $BPA_KUBECONFIG_SECRET (key $BPA_KUBECONFIG_SECRET_KEY) in
 $BPA_NAMESPACE with the pod's ServiceAccount token. Exit 0 only when the playbook
@@ -214,6 +215,49 @@ def put_registry_ca_playbook(work, ca_file, node_path):
     return path
 
 
+def render_downloads_playbook(work, dest):
+    """A playbook (JSON is YAML) that renders kubespray's download table (its role default
+    `downloads`, every entry's URL, checksum and switches) once, with the run's inventory and
+    extra vars, into a JSON file of extra vars. kubespray's download tasks name
+    `download_defaults | combine(downloads.<name>)` in every task, and Ansible renders the whole
+    table each time (every entry's templates, the checksum tables they index): a fraction of a
+    second natively, tens of seconds on an emulated appliance. Rendered once, the table is data.
+
+    It runs on the runner itself, against no node: the appliance serves amd64 only (its pins
+    say so), so the architecture facts the table names are that one's."""
+    play = {
+        "name": "Render kubespray's download table once (bpa-runner, before the playbook)",
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "vars": {"ansible_system": "Linux", "ansible_architecture": "x86_64", "host_architecture": "amd64"},
+        "roles": ["kubespray_defaults"],
+        "tasks": [
+            {
+                "name": "The download table as extra vars",
+                "ansible.builtin.copy": {"content": "{{ {'downloads': downloads} | to_json }}", "dest": dest, "mode": "0600"},
+            }
+        ],
+    }
+    path = os.path.join(work, "render-downloads.yml")
+    with open(path, "w") as f:
+        json.dump([play], f, indent=1)
+    return path
+
+
+def rendered_downloads_args(hosts_ini, work, private_key, kubespray, extra):
+    """-e @downloads.json when kubespray's table rendered (see render_downloads_playbook); nothing when it
+    did not, and the playbook renders it itself, slower. BPA_RENDER_DOWNLOADS=false turns it off."""
+    if env("BPA_RENDER_DOWNLOADS", "true") == "false":
+        return []
+    dest = os.path.join(work, "downloads.json")
+    code, failure = run_playbook(hosts_ini, render_downloads_playbook(work, dest), private_key, kubespray, extra)
+    if code != 0 or not os.path.isfile(dest):
+        log(f"kubespray's download table was not rendered beforehand (exit code {code}{': ' + failure if failure else ''}); the playbook renders it itself")
+        return []
+    return ["-e", f"@{dest}"]
+
+
 def pins_args():
     """-e @pins: kubespray's version and checksum tables are role vars, which only extra vars override."""
     pins = env("BPA_KUBESPRAY_PINS")
@@ -371,6 +415,7 @@ def install():
         fail(f"could not put the registry's site CA on the nodes at {ca_node_path} (ansible-playbook exit code {code}{': ' + failure if failure else ''}); {playbook} was not run", code)
     artifacts = os.path.join(work, "artifacts")
     common = [*pins, "-e", "kubeconfig_localhost=true", "-e", f"artifacts_dir={artifacts}"]
+    common += rendered_downloads_args(hosts_ini, work, private_key, kubespray, [*common, *operation_vars])
     if limit:
         log(f"refreshing every host's facts before the run limited to {','.join(limit)} (playbooks/facts.yml)")
         code, failure = run_playbook(hosts_ini, "playbooks/facts.yml", private_key, kubespray, common)

@@ -330,6 +330,39 @@ describe("what kubespray downloads for the BPA's inventory", () => {
   });
 });
 
+describe("kubespray's download table, rendered once by the runner before the playbook", () => {
+  it("is the appliance's: every file it enables from the file server with the sha256 of the served file, every image from the registry", async () => {
+    const inventory = await writeInventory("rendered-downloads", LAYOUTS["a master and a worker"]!);
+    // The runner's own render playbook (entrypoint.py), written by the image's entrypoint code, run as it runs it.
+    const script = [
+      "import importlib.machinery, importlib.util",
+      "loader = importlib.machinery.SourceFileLoader('runner', '/usr/local/bin/bpa-runner')",
+      "spec = importlib.util.spec_from_loader('runner', loader)",
+      "runner = importlib.util.module_from_spec(spec)",
+      "loader.exec_module(runner)",
+      "print(runner.render_downloads_playbook('/tmp/inventory', '/tmp/inventory/downloads.json'))",
+    ].join("\n");
+    const written = await inImage(root, ["python3", "-c", script], { binds: { [inventory]: "/tmp/inventory" } });
+    expect(written.exitCode, written.all).toBe(0);
+    const rendered = await ansible(inventory, [written.stdout.trim()]);
+    expect(rendered.exitCode, rendered.all.slice(-3000)).toBe(0);
+    const { downloads } = JSON.parse(await readFile(join(inventory, "downloads.json"), "utf8")) as {
+      downloads: Record<string, { enabled: boolean; file?: boolean; container?: boolean; url?: string; checksum?: string; repo?: string }>;
+    };
+    // Rendered: no template is left for the playbook's tasks to render again.
+    expect(JSON.stringify(downloads)).not.toContain("{{");
+    const filesRoot = join(content.files!.dir, "tree", FILES_ROOT, "kubespray");
+    const enabled = Object.entries(downloads).filter(([, d]) => d.enabled);
+    const files = enabled.filter(([, d]) => d.file);
+    expect(files.map(([name]) => name)).toEqual(expect.arrayContaining(["kubeadm", "kubelet", "runc", "containerd", "crictl", "nerdctl", "cni"]));
+    for (const [name, d] of files) {
+      expect(d.url!.startsWith(`${FILES_REPO}/`), `${name}: ${d.url}`).toBe(true);
+      expect(`sha256:${await sha256(join(filesRoot, d.url!.slice(FILES_REPO.length + 1)))}`, name).toBe(d.checksum);
+    }
+    for (const [name, d] of enabled.filter(([, d]) => d.container)) expect(d.repo!.startsWith(`${REGISTRY}/`), `${name}: ${d.repo}`).toBe(true);
+  });
+});
+
 describe("the compute nodes' release archives on the file server", () => {
   it("have the upstream layout kubespray unpacks, and their programs report the pinned versions", async () => {
     const lock = await loadLock(DEFAULT_LOCK);
