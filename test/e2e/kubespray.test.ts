@@ -352,7 +352,9 @@ async function runJob(job: V1Job, label: string): Promise<string[]> {
       if (/^(fatal|failed):|^bpa-runner:/.test(line)) console.log(`e2e:kubespray ${line}`);
     },
   });
-  await writeFile(join(tmpdir(), `e2e-kubespray-${label}.log`), output.join("\n"));
+  // Kept after the run, beside the build's outputs (the run's scratch directory is removed).
+  await mkdir(join(REPO, "out"), { recursive: true });
+  await writeFile(join(REPO, "out", `e2e-kubespray-${label}.log`), output.join("\n"));
   const recap = output.slice(output.map((l) => l.startsWith("PLAY RECAP")).lastIndexOf(true));
   console.log(`e2e:kubespray ${label}: runner exit ${run.exitCode}; termination message: ${run.terminationMessage || "(none)"}\n${recap.join("\n")}`);
   if (run.exitCode !== 0) {
