@@ -31,6 +31,8 @@ export const ADDON_GROUPS: GroupSpec[] = [
       "multus-daemon": `${MULTUS_MODULE}/cmd/multus-daemon`,
       "multus-shim": `${MULTUS_MODULE}/cmd/multus-shim`,
       install_multus: `${MULTUS_MODULE}/cmd/install_multus`,
+      // The thick installer copies it beside the shim: upstream builds cmd/passthru-cni as "passthru".
+      passthru: `${MULTUS_MODULE}/cmd/passthru-cni`,
     },
     note: "Multus CNI (thick plugin), the addon giving pods more than one network interface",
   },

@@ -72,4 +72,5 @@ tool (
 	gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/install_multus
 	gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus-daemon
 	gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus-shim
+	gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/passthru-cni
 )

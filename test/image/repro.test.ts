@@ -190,6 +190,7 @@ describe("reproducible build", () => {
           "nfd-gc",
           "nfd-master",
           "nfd-worker",
+          "passthru",
           ...inArchives,
         ]),
       ].sort(),
