@@ -15,8 +15,9 @@ usage: npm run e2e [-- OPTIONS]
                 set it and expect Ready)
   -h, --help    this text
 
-Expect 4 hours or more on 2 cores under TCG: about an hour to the kubespray Job, then
-kubespray with Ansible emulated inside the appliance (README: figures per phase).
+Expect about 2 hours on 2 cores under TCG (one node, 2026-11-28: the Job after 22 min, then
+kubespray's cluster.yml with Ansible emulated inside the appliance, 86 min); --power-cut
+installs twice. Figures per phase: docs/testing.md.
 USAGE
 }
 
