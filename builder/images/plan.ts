@@ -114,6 +114,8 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
   const basePackages = new Set<string>();
   const ownRoots: ImagesPlan["ownRoots"] = [];
   const programs = new Map<string, CompileProgram>();
+  /** The pinned Helm that packages chart recipes, looked up once. */
+  let helm: string | undefined;
   for (const image of selected) {
     const planned: PlannedImage = {
       ref: image.ref,
@@ -128,7 +130,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
     if (image.source === "recipe") {
       const recipe = await loadRecipe(image.recipe!, image.ref, opts.imagesDir ?? IMAGES_DIR);
       if (recipe.chart) {
-        const helm = (await artifactPaths(["helm"], { ...opts.artifacts, lockPath: opts.lockPath })).helm!;
+        helm ??= (await artifactPaths(["helm"], { ...opts.artifacts, lockPath: opts.lockPath })).helm!;
         planned.chart = { ...(await planChart(recipe, image, opts.lockPath)), recipe: recipe.name, helm: { path: helm, sha256: helm.split("/").pop()! } };
         images.push(planned);
         continue;

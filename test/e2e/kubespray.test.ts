@@ -332,6 +332,12 @@ async function bpaUserDataAndKey(): Promise<{ userData: string; privateKey: stri
   return { userData: Buffer.from(userData, "base64").toString(), privateKey: Buffer.from(key.data!["ssh-privatekey"]!, "base64").toString() };
 }
 
+/** The manifest digests of every image a node's containerd holds. */
+async function imageDigestsOn(node: string): Promise<Set<string | undefined>> {
+  const pulled = await vms.get(node)!.ssh("crictl images --digests -o json");
+  return new Set((JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])));
+}
+
 /** Runs a BPA Job's container under the kubelet stand-in, printing each play with its time; fails with the runner's message. */
 async function runJob(job: V1Job, label: string): Promise<string[]> {
   const output: string[] = [];
@@ -535,10 +541,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
       expect(dns.exitCode, dns.all).toBe(0);
       phase("CoreDNS available");
       // Nothing came from anywhere but the appliance: every image of every pod is from its registry (by digest).
-      const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
-      const digests = new Set(
-        (JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])),
-      );
+      const digests = await imageDigestsOn(NODE_NAME);
       const known = new Set(builtImages.map((i) => i.digest));
       expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
       phase("probe pod Running from the seeded registry");
@@ -638,10 +641,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
       phase("QAT device plugin running, no devices");
 
       // Every image on the node, the addons' too, came from the appliance's registry at a digest the build made.
-      const pulled = await vms.get(NODE_NAME)!.ssh("crictl images --digests -o json");
-      const digests = new Set(
-        (JSON.parse(pulled.output).images as { repoDigests?: string[] }[]).flatMap((i) => (i.repoDigests ?? []).map((d) => d.split("@")[1])),
-      );
+      const digests = await imageDigestsOn(NODE_NAME);
       const known = new Set(builtImages.map((i) => i.digest));
       expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
       for (const ref of ["ghcr.io/k8snetworkplumbingwg/multus-cni:", "registry.k8s.io/nfd/node-feature-discovery:", "docker.io/intel/intel-qat-plugin:"])
