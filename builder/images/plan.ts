@@ -193,8 +193,13 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
             );
           }
           sha256 = await treeHash(from);
-        } else if (kind === "recipe" || kind === "path") {
-          from = kind === "recipe" ? join(recipe.dir, rest) : resolve(REPO_ROOT, rest);
+        } else if (kind === "recipe" || kind === "path" || kind === "module") {
+          from =
+            kind === "module"
+              ? await compileSource(copy.from, recipe, image.ref, opts.lockPath)
+              : kind === "recipe"
+                ? join(recipe.dir, rest)
+                : resolve(REPO_ROOT, rest);
           try {
             await lstat(from);
           } catch {
@@ -209,7 +214,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         } else {
           throw new UserError(
             `${recipe.file}: copy from '${copy.from}': unknown source '${kind}:'`,
-            "use a repository path, recipe:<file>, artifact:<name>, compiled:<name>, files:<path> or kubespray:<path>",
+            "use a repository path, recipe:<file>, artifact:<name>, compiled:<name>, module:<entry>:<path>, files:<path> or kubespray:<path>",
           );
         }
         files.push({ from, to: copy.to, mode, sha256, ...(copy.sbom ? { sbom: copy.sbom } : {}) });
@@ -249,7 +254,7 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
   return { images, basePackages: [...basePackages].sort(), ownRoots, programs: [...programs.values()].sort((a, b) => a.name.localeCompare(b.name)) };
 }
 
-/** `module:<entry>:<path>`: a file of a pinned Go module (verified by the committed go.sum); `recipe:<file>`. */
+/** `module:<entry>:<path>`: a file of a pinned Go source (a module verified by the committed go.sum, or a gosrc archive by its sha256); `recipe:<file>`. */
 async function compileSource(source: string, recipe: Recipe, ref: string, lockPath?: string): Promise<string> {
   if (source.startsWith("recipe:")) return join(recipe.dir, source.slice("recipe:".length));
   const [, entryName, path] = /^module:([^:]+):(.+)$/.exec(source)!;

@@ -17,6 +17,7 @@
  *     - { from: "kubespray:", to: /kubespray }                    # the kubespray release tree
  *     - { from: "files:kubespray-pins.yml", to: /etc/x.yml }      # an output of the files stage
  *     - { from: "recipe:entrypoint.py", to: /usr/local/bin/x, mode: "0755" } # a file beside the recipe
+ *     - { from: "module:sriov-cni:images/entrypoint.sh", to: /x.sh }  # a file of a pinned Go source (gomod or gosrc entry)
  *   python:                            # PyPI packages for the image's python3 (builder/sources/pypi.ts)
  *     requirements: requirements.txt   # beside the recipe, every line name==version with --hash lines
  *     version: "3.13"                  # the image's Debian python3; into /usr/local/lib/python3.13/dist-packages

@@ -1,13 +1,14 @@
-import { access, readFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { execa } from "execa";
 import { dirname, join, resolve } from "node:path";
 import yaml from "js-yaml";
-import { ContentStore } from "../cache.js";
+import { cacheRoot, ContentStore } from "../cache.js";
 import { UserError } from "../errors.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
 import { ensureGoModBinary, readWrapper, type ArtifactResult, type SourceContext } from "./gomod.js";
 import { runGo } from "./go.js";
-import { Artifacts, targetsOf, type ArtifactTarget, type Profile } from "./schema.js";
+import { Artifacts, targetsOf, type ArtifactTarget, type GoSrcArtifact, type Profile } from "./schema.js";
 import { ensureGoSrcBinary } from "./gosrc.js";
 import { ensureUrlFile, type DownloadOptions } from "./url.js";
 
@@ -150,12 +151,17 @@ export async function artifactPaths<N extends string>(names: N[], opts: Omit<Ens
   return paths;
 }
 
-/** A pinned Go module's source tree (module cache), downloaded through its wrapper so that go.sum verifies it. */
+/**
+ * A pinned Go source tree: a gomod entry's module (module cache, downloaded through its
+ * wrapper so that go.sum verifies it) or a gosrc entry's archive (verified by its sha256,
+ * extracted once into the cache).
+ */
 export async function pinnedModuleDir(entryName: string, what: string, lockPath?: string): Promise<{ dir: string; module: string; version: string }> {
   const loaded = await loadArtifacts(lockPath);
   const entry = loaded.artifacts[entryName];
+  if (entry?.source === "gosrc") return { dir: await extractedGoSrc(entryName, entry, loaded), module: entry.url, version: entry.version };
   if (!entry || entry.source !== "gomod")
-    throw new UserError(`${what}: '${entryName}' is no gomod entry of the lock file`, "use the name of a gomod artifact entry (e.g. kubernetes)");
+    throw new UserError(`${what}: '${entryName}' is no gomod or gosrc entry of the lock file`, "use the name of a Go artifact entry (e.g. kubernetes)");
   const wrapper = await readWrapper(entryName, entry, loaded.baseDir);
   const info = JSON.parse(await runGo(["mod", "download", "-json", `${entry.module}@${entry.version}`], { cwd: wrapper.dir, what })) as {
     Dir?: string;
@@ -163,4 +169,36 @@ export async function pinnedModuleDir(entryName: string, what: string, lockPath?
   };
   if (!info.Dir) throw new UserError(`${what}: cannot download ${entry.module}@${entry.version}: ${info.Error ?? "no directory"}`, "check the Go module proxy");
   return { dir: info.Dir, module: entry.module, version: entry.version };
+}
+
+async function extractedGoSrc(entryName: string, entry: GoSrcArtifact, loaded: LoadedArtifacts): Promise<string> {
+  const digest = entry.sha256.replace(/^sha256:/, "");
+  const dir = join(cacheRoot(), "gosrc-trees", digest);
+  try {
+    await access(join(dir, ".complete"));
+    return dir;
+  } catch {
+    // not extracted yet
+  }
+  const ctx: SourceContext = { baseDir: loaded.baseDir, lockPath: loaded.lockPath, store: new ContentStore(), log: defaultLog };
+  const archive = await ensureUrlFile(
+    entryName,
+    { source: "url", url: entry.url, sha256: entry.sha256, version: entry.version, executable: false, profile: entry.profile },
+    ctx,
+  );
+  await mkdir(dirname(dir), { recursive: true });
+  const partial = await mkdtemp(`${dir}.partial-`);
+  try {
+    await execa("tar", ["-xzf", archive.path, "-C", partial, "--strip-components=1", "--no-same-owner"]);
+    await writeFile(join(partial, ".complete"), "");
+    await rm(dir, { recursive: true, force: true });
+    await rename(partial, dir);
+  } catch (error) {
+    await rm(partial, { recursive: true, force: true });
+    throw new UserError(
+      `${entryName}: cannot extract ${entry.url}: ${(error as Error).message}`,
+      "the lock file's entry must be a .tar.gz source archive with one top directory",
+    );
+  }
+  return dir;
 }
