@@ -21,8 +21,11 @@
  * pod pulled through the appliance's registry in the new cluster; then the BPA's addons Job
  * (the runner's Helm installing the appliance's catalog, manifests/bpa/addons.yaml, from the
  * seeded charts): NFD's labels on the node, a pod with a second interface through Multus (a
- * macvlan NetworkAttachmentDefinition), the QAT device plugin running with no device, every
- * image from the build; then the BPA's scale Job
+ * macvlan NetworkAttachmentDefinition), the SR-IOV device plugin advertising the node's spare
+ * NIC as a resource (the Provisioning's values select it: QEMU 7.2 emulates no SR-IOV
+ * device, so no virtual function exists here) and a pod allocated it, the SR-IOV CNI plugin on
+ * the node, the QAT device plugin running with no device, every image from the build; then
+ * the BPA's scale Job
  * (scale.yml --limit to the new node, after every host's facts) and the second node Ready,
  * running a pod, with status.cluster and status.nodes showing both; then the BPA's upgrade
  * Job (upgrade-cluster.yml with the newer kube_version) and both nodes on the new version.
@@ -106,6 +109,9 @@ const NODES = [NODE_A, NODE_B];
 const SCALE = process.env.ICN_E2E_SCALE !== "0";
 const CLUSTER_NODES = SCALE ? NODES : [NODE_A];
 const NODE_NAME = NODE_A.name;
+/** The compute VMs' spare NIC: PCI 0000:00:10.0, which the SR-IOV device plugin's e2e resource selects. */
+const SPARE_NIC_SLOT = 0x10;
+const SPARE_NIC_RESOURCE = "e2e_spare_nic";
 const NODE_IP = NODE_A.ip;
 const NODE_MAC = NODE_A.mac;
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
@@ -286,6 +292,8 @@ async function bootNode(node: NodeSpec, userData: string, privateKey: string): P
     diskSize: "40G",
     tcgMultiThread: true,
     tap: { ifname: node.tap, mac: node.mac },
+    // A spare NIC (no address, no route) for the SR-IOV device plugin to find and advertise.
+    extraNics: [{ pciSlot: SPARE_NIC_SLOT }],
     extraDisks: [await noCloudSeed(node, userData)],
     keepRunning: true,
     readyPattern: CLOUD_INIT_DONE,
@@ -452,7 +460,29 @@ describe("an application cluster installed by the real kubespray, offline", () =
   it(
     "the BPA makes the node's user-data; the node boots the OS image with it",
     async () => {
-      await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }], kubernetesVersion } });
+      // Every addon of the catalog, the SR-IOV device plugin with values of the site's (a resource of the spare NIC).
+      const addons = (
+        yaml.load(((await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "bpa-addons" })).data ?? {})["addons.yaml"]!) as {
+          addons: { name: string }[];
+        }
+      ).addons.map(({ name }) =>
+        name === "sriov-network-device-plugin"
+          ? {
+              name,
+              values: {
+                config: {
+                  resourceList: [
+                    {
+                      resourceName: SPARE_NIC_RESOURCE,
+                      selectors: { vendors: ["1af4"], drivers: ["virtio-pci"], pciAddresses: [`0000:00:${SPARE_NIC_SLOT.toString(16)}.0`] },
+                    },
+                  ],
+                },
+              },
+            }
+          : { name },
+      );
+      await createProvisioning(c, NAMESPACE, { metadata: { name: PROVISIONING }, spec: { master: [{ cpu: 2, memory: "2Gi" }], kubernetesVersion, addons } });
       const { userData, privateKey } = await bpaUserDataAndKey();
       const vm = await bootNode(NODE_A, userData, privateKey);
       expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
@@ -550,7 +580,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
   );
 
   it(
-    "addons: the BPA's addons Job installs the appliance's charts (Multus, NFD, QAT) from its registry; each runs from the build's images",
+    "addons: the BPA's addons Job installs the appliance's charts (Multus, NFD, SR-IOV, QAT) from its registry; each runs from the build's images",
     async () => {
       const addonsJob = await waitFor(
         "the addons Job",
@@ -578,6 +608,8 @@ describe("an application cluster installed by the real kubespray, offline", () =
         "intel-qat-plugin Installed",
         "multus Installed",
         "node-feature-discovery Installed",
+        "sriov-cni Installed",
+        "sriov-network-device-plugin Installed",
       ]);
       expect(p.status?.phase).toBe("Ready");
       phase("addons installed: AddonsReady");
@@ -632,6 +664,50 @@ describe("an application cluster installed by the real kubespray, offline", () =
       expect(networks.find((n) => n.name === "default/macvlan-e2e")).toMatchObject({ interface: "net1", ips: ["10.254.7.10"] });
       phase("Multus: a pod with a second interface (macvlan)");
 
+      // SR-IOV: the device plugin finds the spare NIC the Provisioning's values select, named from
+      // the PCI ID database its image carries, and the kubelet offers it; a pod asking for it runs.
+      const sriovdp = await kubectl("-n", "kube-system", "rollout", "status", "daemonset/kube-sriov-device-plugin", "--timeout=600s");
+      expect(sriovdp.exitCode, sriovdp.all).toBe(0);
+      const resource = `intel.com/${SPARE_NIC_RESOURCE}`;
+      const offered = await waitFor(
+        `${resource} in the node's allocatable`,
+        async () => {
+          const r = await kubectl("get", "node", NODE_NAME, "-o", "jsonpath={.status.allocatable}");
+          return (JSON.parse(r.all || "{}") as Record<string, string>)[resource];
+        },
+        5 * 60_000,
+        5_000,
+      );
+      expect(offered).toBe("1");
+      const sriovLog = (await kubectl("-n", "kube-system", "logs", "daemonset/kube-sriov-device-plugin")).all ?? "";
+      console.log(
+        `e2e:kubespray SR-IOV device plugin log (device lines):\n${sriovLog
+          .split("\n")
+          .filter((l) => /device found|New resource server|Registered/i.test(l))
+          .join("\n")}`,
+      );
+      expect(sriovLog).toMatch(/device found: 0000:00:10\.0.*Red Hat/);
+      const claim = join(work, "spare-nic-pod.yaml");
+      await writeFile(
+        claim,
+        yaml.dump({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: "spare-nic", namespace: "default" },
+          spec: { restartPolicy: "Never", containers: [{ name: "pause", image: builtPause.ref, resources: { limits: { [resource]: "1" } } }] },
+        }),
+      );
+      expect((await kubectl("apply", "-f", claim)).exitCode).toBe(0);
+      const claimed = await kubectl("wait", "pod/spare-nic", "--for=jsonpath={.status.phase}=Running", "--timeout=300s");
+      expect(claimed.exitCode, (await kubectl("describe", "pod", "spare-nic")).all).toBe(0);
+      // The SR-IOV CNI plugin's DaemonSet put its binary among the node's CNI plugins.
+      const sriovCni = await kubectl("-n", "kube-system", "rollout", "status", "daemonset/kube-sriov-cni-ds", "--timeout=600s");
+      expect(sriovCni.exitCode, sriovCni.all).toBe(0);
+      const sriovOnNode = (await vms.get(NODE_NAME)!.ssh("stat -c '%A %U' /opt/cni/bin /opt/cni/bin/sriov")).output;
+      const sriovCniLog = (await kubectl("-n", "kube-system", "logs", "daemonset/kube-sriov-cni-ds", "--tail=20")).all;
+      expect(sriovOnNode, `${sriovOnNode}\n${sriovCniLog}`).toMatch(/^drwxr-xr-x root\n-rwxr-xr-x root$/);
+      phase("SR-IOV: the device plugin offers the spare NIC, a pod got it; the CNI plugin on the node");
+
       // The QAT device plugin runs and advertises no device: the VM has none.
       const qat = await kubectl("-n", "kube-system", "rollout", "status", "daemonset/intel-qat-plugin", "--timeout=600s");
       expect(qat.exitCode, qat.all).toBe(0);
@@ -644,7 +720,13 @@ describe("an application cluster installed by the real kubespray, offline", () =
       const digests = await imageDigestsOn(NODE_NAME);
       const known = new Set(builtImages.map((i) => i.digest));
       expect([...digests].filter((d) => !known.has(d!))).toEqual([]);
-      for (const ref of ["ghcr.io/k8snetworkplumbingwg/multus-cni:", "registry.k8s.io/nfd/node-feature-discovery:", "docker.io/intel/intel-qat-plugin:"])
+      for (const ref of [
+        "ghcr.io/k8snetworkplumbingwg/multus-cni:",
+        "registry.k8s.io/nfd/node-feature-discovery:",
+        "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:",
+        "ghcr.io/k8snetworkplumbingwg/sriov-cni:",
+        "docker.io/intel/intel-qat-plugin:",
+      ])
         expect(digests.has(builtImages.find((i) => i.ref.startsWith(ref))!.digest), ref).toBe(true);
       console.log(`e2e:kubespray kubectl get pods -A:\n${(await kubectl("get", "pods", "-A", "-o", "wide")).all}`);
     },

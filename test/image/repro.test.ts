@@ -191,6 +191,8 @@ describe("reproducible build", () => {
           "nfd-master",
           "nfd-worker",
           "passthru",
+          "sriov",
+          "sriovdp",
           ...inArchives,
         ]),
       ].sort(),
@@ -206,11 +208,16 @@ describe("reproducible build", () => {
     expect(locations("multus-daemon")).toEqual([
       expect.stringMatching(/^image ghcr\.io\/k8snetworkplumbingwg\/multus-cni:v[\d.]+-thick:\/usr\/src\/multus-cni\/bin\/multus-daemon$/),
     ]);
+    expect(locations("sriovdp")).toEqual([
+      expect.stringMatching(/^image ghcr\.io\/k8snetworkplumbingwg\/sriov-network-device-plugin:v[\d.]+:\/usr\/bin\/sriovdp$/),
+    ]);
     const charts = components.filter((c) => c.properties?.some((p) => p.name === "icn-bootstrap:oci:artifact" && p.value === "helm-chart"));
     expect(charts.map((c) => c.name).sort()).toEqual([
       "bootstrap.icn:5000/charts/intel-qat-plugin",
       "bootstrap.icn:5000/charts/multus",
       "bootstrap.icn:5000/charts/node-feature-discovery",
+      "bootstrap.icn:5000/charts/sriov-cni",
+      "bootstrap.icn:5000/charts/sriov-network-device-plugin",
     ]);
     expect(locations("containerd")).toEqual([
       expect.stringMatching(
