@@ -15,7 +15,8 @@
  * printed with its time: the appliance's own Metal3 and Ironic inspect the node over the
  * provisioning network and write the OS image; the BPA assigns it and runs the real
  * kubespray in a Job on the appliance; the Provisioning ends Ready and its Secret's
- * kubeconfig shows the node Ready and runs a pod pulled through the appliance's registry.
+ * kubeconfig shows the node Ready and runs a pod pulled through the appliance's registry;
+ * then the BPA's addons Job installs the appliance's default addons (AddonsReady, NFD's labels).
  *
  * Options of scripts/e2e.sh, passed here in the environment: `--nodes 2` (ICN_E2E_NODES)
  * adds a worker; `--power-cut` (ICN_E2E_POWER_CUT) pulls the appliance's plug while the
@@ -433,8 +434,45 @@ describe("a whole site: power-on to application cluster, with no user action but
       );
       expect(served.stdout.trim()).toMatch(/^sha256:[0-9a-f]{64}$/);
       expect(running).toContain(served.stdout.trim());
-      console.log(`e2e kubectl get pods -A:\n${(await kubectl("get pods -A -o wide")).stdout}`);
       phase("probe pod Running from the appliance's registry");
     },
   );
+
+  it("the BPA installs the appliance's addons into the cluster from its registry: AddonsReady, NFD's labels on the node", { timeout: HOUR }, async () => {
+    const p = await waitFor(
+      "AddonsReady True or AddonsFailed",
+      async () => {
+        const current = await getProvisioning();
+        const ready = current.status?.conditions?.find((c) => c.type === "AddonsReady");
+        return ready?.status === "True" || ready?.reason === "AddonsFailed" ? current : undefined;
+      },
+      45 * 60_000,
+      15_000,
+    );
+    expect(
+      p.status?.conditions?.find((c) => c.type === "AddonsReady"),
+      JSON.stringify(p.status?.addons),
+    ).toMatchObject({ status: "True" });
+    expect(p.status?.addons?.map((a) => `${a.name} ${a.state}`).sort()).toEqual([
+      "intel-qat-plugin Installed",
+      "multus Installed",
+      "node-feature-discovery Installed",
+      "sriov-cni Installed",
+      "sriov-network-device-plugin Installed",
+    ]);
+    phase("addons installed: AddonsReady");
+    const kubectl = (args: string) => ssh(`kubectl --kubeconfig /root/site-a.kubeconfig --request-timeout=60s ${args}`);
+    const labels = await waitFor(
+      "NFD's node labels",
+      async () => {
+        const r = await kubectl("get nodes -o jsonpath='{.items[0].metadata.labels}'");
+        return /feature\.node\.kubernetes\.io\/cpu-/.test(r.stdout) ? r.stdout : undefined;
+      },
+      15 * 60_000,
+      15_000,
+    );
+    expect(labels).toContain('"feature.node.kubernetes.io/cpu-cpuid.HYPERVISOR":"true"');
+    console.log(`e2e kubectl get pods -A:\n${(await kubectl("get pods -A -o wide")).stdout}`);
+    phase("NFD's labels on the node");
+  });
 });
