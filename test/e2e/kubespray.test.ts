@@ -62,6 +62,7 @@ import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
 import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { expectDefaultAddonsInstalled } from "../helpers/addons.js";
 import { REPO } from "../helpers/cli.js";
 import { phaseLog } from "../helpers/phases.js";
 import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/job-standin.js";
@@ -590,27 +591,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
       );
       phase(`addons Job ${addonsJob.metadata!.name} created`);
       await runJob(addonsJob, "addons");
-      const p = await waitFor(
-        "AddonsReady",
-        async () => {
-          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
-          const ready = current.status?.conditions?.find((cond) => cond.type === "AddonsReady");
-          return ready?.status === "True" || ready?.reason === "AddonsFailed" ? current : undefined;
-        },
-        120_000,
-        1_000,
-      );
-      expect(
-        p.status?.conditions?.find((cond) => cond.type === "AddonsReady"),
-        JSON.stringify(p.status?.addons),
-      ).toMatchObject({ status: "True" });
-      expect(p.status?.addons?.map((a) => `${a.name} ${a.state}`).sort()).toEqual([
-        "intel-qat-plugin Installed",
-        "multus Installed",
-        "node-feature-discovery Installed",
-        "sriov-cni Installed",
-        "sriov-network-device-plugin Installed",
-      ]);
+      const p = await expectDefaultAddonsInstalled(() => getProvisioning(c, NAMESPACE, PROVISIONING), { timeoutMs: 120_000, intervalMs: 1_000 });
       expect(p.status?.phase).toBe("Ready");
       phase("addons installed: AddonsReady");
 

@@ -39,6 +39,7 @@ import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { freePort } from "../../builder/registry/server.js";
 import { readOsImage } from "../../builder/stages/os-image.js";
+import { expectDefaultAddonsInstalled } from "../helpers/addons.js";
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
@@ -439,27 +440,7 @@ describe("a whole site: power-on to application cluster, with no user action but
   );
 
   it("the BPA installs the appliance's addons into the cluster from its registry: AddonsReady, NFD's labels on the node", { timeout: HOUR }, async () => {
-    const p = await waitFor(
-      "AddonsReady True or AddonsFailed",
-      async () => {
-        const current = await getProvisioning();
-        const ready = current.status?.conditions?.find((c) => c.type === "AddonsReady");
-        return ready?.status === "True" || ready?.reason === "AddonsFailed" ? current : undefined;
-      },
-      45 * 60_000,
-      15_000,
-    );
-    expect(
-      p.status?.conditions?.find((c) => c.type === "AddonsReady"),
-      JSON.stringify(p.status?.addons),
-    ).toMatchObject({ status: "True" });
-    expect(p.status?.addons?.map((a) => `${a.name} ${a.state}`).sort()).toEqual([
-      "intel-qat-plugin Installed",
-      "multus Installed",
-      "node-feature-discovery Installed",
-      "sriov-cni Installed",
-      "sriov-network-device-plugin Installed",
-    ]);
+    await expectDefaultAddonsInstalled(getProvisioning, { timeoutMs: 45 * 60_000, intervalMs: 15_000 });
     phase("addons installed: AddonsReady");
     const kubectl = (args: string) => ssh(`kubectl --kubeconfig /root/site-a.kubeconfig --request-timeout=60s ${args}`);
     const labels = await waitFor(
