@@ -112,6 +112,7 @@ const CLUSTER_NODES = SCALE ? NODES : [NODE_A];
 const NODE_NAME = NODE_A.name;
 /** The compute VMs' spare NIC: PCI 0000:00:10.0, which the SR-IOV device plugin's e2e resource selects. */
 const SPARE_NIC_SLOT = 0x10;
+const SPARE_NIC_PCI = `0000:00:${SPARE_NIC_SLOT.toString(16)}.0`;
 const SPARE_NIC_RESOURCE = "e2e_spare_nic";
 const NODE_IP = NODE_A.ip;
 const NODE_MAC = NODE_A.mac;
@@ -475,7 +476,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
                   resourceList: [
                     {
                       resourceName: SPARE_NIC_RESOURCE,
-                      selectors: { vendors: ["1af4"], drivers: ["virtio-pci"], pciAddresses: [`0000:00:${SPARE_NIC_SLOT.toString(16)}.0`] },
+                      selectors: { vendors: ["1af4"], drivers: ["virtio-pci"], pciAddresses: [SPARE_NIC_PCI] },
                     },
                   ],
                 },
@@ -667,7 +668,8 @@ describe("an application cluster installed by the real kubespray, offline", () =
           .filter((l) => /device found|New resource server|Registered/i.test(l))
           .join("\n")}`,
       );
-      expect(sriovLog).toMatch(/device found: 0000:00:10\.0.*Red Hat/);
+      // The vendor's name comes from the image's pci.ids: without it the plugin exits at start.
+      expect(sriovLog).toMatch(new RegExp(`device found: ${SPARE_NIC_PCI.replaceAll(".", "\\.")}.*Red Hat`));
       const claim = join(work, "spare-nic-pod.yaml");
       await writeFile(
         claim,
