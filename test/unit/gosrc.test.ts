@@ -1,20 +1,23 @@
 /**
  * gosrc artifacts (builder/sources/gosrc.ts): a Go program built from a pinned source
  * archive served on 127.0.0.1, with the archive's own go.mod; cached by its inputs; a
- * wrong archive digest builds nothing.
+ * wrong archive digest builds nothing. The archive's files for image and chart recipes
+ * (`module:<entry>:<path>`, pinnedModuleDir) come from the same verified archive.
  */
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContentStore } from "../../builder/cache.js";
 import { UserError } from "../../builder/errors.js";
 import type { SourceContext } from "../../builder/sources/gomod.js";
 import { ensureGoSrcBinary } from "../../builder/sources/gosrc.js";
+import { pinnedModuleDir } from "../../builder/sources/index.js";
 import { GoSrcArtifact } from "../../builder/sources/schema.js";
 
 let root: string;
@@ -63,5 +66,22 @@ describe("gosrc artifacts", () => {
     const error = await ensureGoSrcBinary("hello", "hello-src", entry("2".repeat(64)), "./cmd/hello", ctx()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as UserError).message).toContain(`sha256 mismatch for ${url}`);
+  });
+
+  it("gives recipes the files of the pinned archive, extracted once into the cache; none from an archive of another sha256", async () => {
+    const lock = join(root, "lock.yaml");
+    await writeFile(lock, yaml.dump({ artifacts: { "hello-src": entry() } }));
+    const tree = await pinnedModuleDir("hello-src", "a test recipe", lock);
+    expect(tree).toMatchObject({ dir: join(root, "cache", "gosrc-trees", archiveSha), version: "v1.0.0" });
+    expect(await readFile(join(tree.dir, "cmd/hello/main.go"), "utf8")).toContain("func main()");
+    expect((await pinnedModuleDir("hello-src", "a test recipe", lock)).dir).toBe(tree.dir);
+
+    const wrong = "3".repeat(64);
+    const badLock = join(root, "bad-lock.yaml");
+    await writeFile(badLock, yaml.dump({ artifacts: { "hello-src": entry(wrong) } }));
+    const error = await pinnedModuleDir("hello-src", "a test recipe", badLock).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UserError);
+    expect((error as UserError).message).toContain(`sha256 mismatch for ${url}`);
+    await expect(access(join(root, "cache", "gosrc-trees", wrong))).rejects.toThrow();
   });
 });
