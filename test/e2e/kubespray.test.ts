@@ -24,8 +24,10 @@
  * macvlan NetworkAttachmentDefinition), the SR-IOV device plugin advertising the node's spare
  * NIC as a resource (the Provisioning's values select it: QEMU 7.2 emulates no SR-IOV
  * device, so no virtual function exists here) and a pod allocated it, the SR-IOV CNI plugin on
- * the node, the QAT device plugin running with no device, every image from the build; then
- * the BPA's scale Job
+ * the node, the QAT device plugin running with no device, every image from the build; a
+ * site's own chart uploaded through the REST API (`icn-bootstrap upload --kind chart`),
+ * named in spec.addons and installed by the next addons Job, then its next version uploaded
+ * and rolled out; then the BPA's scale Job
  * (scale.yml --limit to the new node, after every host's facts) and the second node Ready,
  * running a pod, with status.cluster and status.nodes showing both; then the BPA's upgrade
  * Job (upgrade-cluster.yml with the newer kube_version) and both nodes on the new version.
@@ -58,16 +60,18 @@ import { FILES_ROOT } from "../../builder/stages/files.js";
 import { readOsImage } from "../../builder/stages/os-image.js";
 import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
 import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
+import { artifactPaths } from "../../builder/sources/index.js";
 import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
 import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { expectDefaultAddonsInstalled } from "../helpers/addons.js";
-import { REPO } from "../helpers/cli.js";
+import { REPO, runCli } from "../helpers/cli.js";
 import { phaseLog } from "../helpers/phases.js";
 import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/job-standin.js";
 import { unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
+import { startApiFixture, tokenFor } from "../integration/bpa/rest-helpers.js";
 
 const BRIDGE = "icnbr0";
 const HOST_IP = "10.124.0.1";
@@ -114,6 +118,9 @@ const NODE_NAME = NODE_A.name;
 const SPARE_NIC_SLOT = 0x10;
 const SPARE_NIC_PCI = `0000:00:${SPARE_NIC_SLOT.toString(16)}.0`;
 const SPARE_NIC_RESOURCE = "e2e_spare_nic";
+/** A site's own chart, uploaded through the REST API as `icn-bootstrap upload --kind chart` does. */
+const SITE_CHART = "site-app";
+const SITE_CHART_REPOSITORY = `charts/${SITE_CHART}`;
 const NODE_IP = NODE_A.ip;
 const NODE_MAC = NODE_A.mac;
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
@@ -133,6 +140,8 @@ let kc: KubeConfig;
 let c: Clients;
 let operator: Operator | undefined;
 let registry: RegistryServer | undefined;
+/** Where the REST API's uploads go: the build's registry storage is the stage cache's and stays read-only here. */
+let uploadsRegistry: RegistryServer | undefined;
 let nginx: ResultPromise | undefined;
 type NodeVm = BootResult & { ssh: (command: string) => Promise<{ ok: boolean; output: string }> };
 const vms = new Map<string, NodeVm>();
@@ -172,6 +181,7 @@ async function requireOwnNetwork(): Promise<void> {
 /** The appliance's file server (nginx on :8080) and its registry behind TLS (:5000), on the node's network only. */
 async function startApplianceServices(filesRoot: string, storage: string): Promise<void> {
   registry = await startRegistry(storage, { host: "127.0.0.1", readOnly: true });
+  uploadsRegistry = await startRegistry(join(work, "uploads-registry"), { host: "127.0.0.1" });
   const dir = join(work, "nginx");
   await mkdir(join(dir, "logs"), { recursive: true });
   await writeFile(join(dir, "ca.crt"), siteCA.pem);
@@ -224,7 +234,9 @@ async function startApplianceServices(filesRoot: string, storage: string): Promi
       `  ${temp}`,
       `  server { listen ${HOST_IP}:8080; root ${filesRoot}; sendfile on; location / { try_files $uri =404; } }`,
       `  server { listen ${REGISTRY_HOST} ssl; ssl_certificate ${dir}/tls.crt; ssl_certificate_key ${dir}/tls.key; client_max_body_size 0;`,
-      `    location /v2/ { proxy_pass http://${registry.address}; proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Proto https; proxy_buffering off; } }`,
+      `    location /v2/ { proxy_pass http://${registry.address}; proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Proto https; proxy_buffering off; }`,
+      // One registry on the appliance; here a site's uploads (charts/site-*) land in a second one behind the same front.
+      `    location /v2/${SITE_CHART_REPOSITORY}/ { proxy_pass http://${uploadsRegistry.address}; proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Proto https; proxy_buffering off; } }`,
       "}",
       "",
     ].join("\n"),
@@ -449,6 +461,7 @@ afterAll(async () => {
     await nginx;
   }
   await registry?.stop();
+  await uploadsRegistry?.stop();
   for (const link of [...NODES.map((n) => n.tap), BRIDGE]) await execa("ip", ["link", "del", link], { reject: false });
   if (work && process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
 });
@@ -712,6 +725,142 @@ describe("an application cluster installed by the real kubespray, offline", () =
       ])
         expect(digests.has(builtImages.find((i) => i.ref.startsWith(ref))!.digest), ref).toBe(true);
       console.log(`e2e:kubespray kubectl get pods -A:\n${(await kubectl("get", "pods", "-A", "-o", "wide")).all}`);
+    },
+    HOUR,
+  );
+
+  it(
+    "a site's own chart: uploaded through the REST API, installed by the next addons Job, then its new version rolls out",
+    async () => {
+      // The REST API as the appliance runs it, pushing to the registry through its TLS front with the site CA.
+      const api = await startApiFixture(kc, c, "e2e-rest", {
+        env: { BPA_API_REGISTRY_URL: `https://${REGISTRY_HOST}`, BPA_API_PULL_HOST: REGISTRY_HOST },
+        prepare: async (namespace) => {
+          await c.core.createNamespacedSecret({
+            namespace,
+            body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: "push", password: "unused-here" } },
+          });
+          await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": siteCA.pem } } });
+        },
+      });
+      try {
+        const token = await tokenFor(c, api.ns, "bpa-api-uploader");
+        const apiCA = join(work, "api-ca.crt");
+        await writeFile(apiCA, api.tls.ca);
+        const { helm } = await artifactPaths(["helm"]);
+        const ran = new Set(
+          (await c.batch.listNamespacedJob({ namespace: NAMESPACE, labelSelector: "bpa.akraino.org/component=addons" })).items.map((j) => j.metadata!.name!),
+        );
+
+        const release = async (version: string, greeting: string) => {
+          // What a site packages: a Deployment of the seeded pause image, its greeting from the values.
+          const src = join(work, `${SITE_CHART}-${version}`, SITE_CHART);
+          await mkdir(join(src, "templates"), { recursive: true });
+          await writeFile(join(src, "Chart.yaml"), yaml.dump({ apiVersion: "v2", name: SITE_CHART, version, type: "application" }));
+          await writeFile(join(src, "values.yaml"), yaml.dump({ greeting }));
+          await writeFile(
+            join(src, "templates", "deployment.yaml"),
+            [
+              "apiVersion: apps/v1",
+              "kind: Deployment",
+              `metadata: { name: ${SITE_CHART} }`,
+              "spec:",
+              `  selector: { matchLabels: { app: ${SITE_CHART} } }`,
+              "  template:",
+              `    metadata: { labels: { app: ${SITE_CHART} } }`,
+              "    spec:",
+              "      containers:",
+              `        - { name: app, image: "${builtPause.ref}", env: [{ name: GREETING, value: {{ .Values.greeting | quote }} }] }`,
+              "",
+            ].join("\n"),
+          );
+          const packaged = await execa(helm, ["package", src, "--destination", join(work, `${SITE_CHART}-${version}`)], { all: true, reject: false });
+          expect(packaged.exitCode, packaged.all).toBe(0);
+          const upload = await runCli([
+            "upload",
+            join(work, `${SITE_CHART}-${version}`, `${SITE_CHART}-${version}.tgz`),
+            "--kind",
+            "chart",
+            "--name",
+            `${SITE_CHART_REPOSITORY}:${version}`,
+            "--server",
+            api.url,
+            "--cacert",
+            apiCA,
+            "--token",
+            token,
+          ]);
+          expect(upload.exitCode, upload.all).toBe(0);
+          phase(`${SITE_CHART} ${version} uploaded through the REST API`);
+
+          // The Provisioning names it beside the addons it has; the BPA makes the next addons Job.
+          const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
+          const others = (current.spec?.addons ?? []).filter((a) => a.name !== SITE_CHART);
+          await c.custom.patchNamespacedCustomObject(
+            {
+              group: "bpa.akraino.org",
+              version: "v1alpha1",
+              namespace: NAMESPACE,
+              plural: "provisionings",
+              name: PROVISIONING,
+              body: {
+                spec: {
+                  addons: [
+                    ...others,
+                    { name: SITE_CHART, chart: `oci://${REGISTRY_HOST}/${SITE_CHART_REPOSITORY}`, version, namespace: SITE_CHART, values: { greeting } },
+                  ],
+                },
+              },
+            },
+            mergePatch,
+          );
+          const job = await waitFor(
+            "the next addons Job",
+            async () =>
+              (await c.batch.listNamespacedJob({ namespace: NAMESPACE, labelSelector: "bpa.akraino.org/component=addons" })).items.find(
+                (j) => !ran.has(j.metadata!.name!),
+              ),
+            120_000,
+            1_000,
+          );
+          ran.add(job.metadata!.name!);
+          await runJob(job, `addons-${SITE_CHART}-${version}`);
+          const settled = await waitFor(
+            `${SITE_CHART} ${version} in status.addons`,
+            async () => {
+              const p = await getProvisioning(c, NAMESPACE, PROVISIONING);
+              const mine = p.status?.addons?.find((a) => a.name === SITE_CHART);
+              return mine?.version === version && (mine.state === "Installed" || mine.state === "Failed") ? p : undefined;
+            },
+            120_000,
+            1_000,
+          );
+          expect(
+            settled.status?.addons?.find((a) => a.name === SITE_CHART),
+            JSON.stringify(settled.status?.conditions),
+          ).toMatchObject({ version, state: "Installed" });
+          expect(settled.status?.conditions?.find((cond) => cond.type === "AddonsReady")).toMatchObject({ status: "True" });
+          const rolled = await kubectl("-n", SITE_CHART, "rollout", "status", `deployment/${SITE_CHART}`, "--timeout=300s");
+          expect(rolled.exitCode, rolled.all).toBe(0);
+          const running = await kubectl(
+            "-n",
+            SITE_CHART,
+            "get",
+            "pods",
+            "-l",
+            `app=${SITE_CHART}`,
+            "-o",
+            'jsonpath={range .items[*]}{.status.phase} {.spec.containers[0].env[0].value}{"\\n"}{end}',
+          );
+          expect(running.all?.trim().split("\n")).toContain(`Running ${greeting}`);
+          phase(`${SITE_CHART} ${version} installed by the BPA's addons Job: its pod runs with greeting "${greeting}"`);
+        };
+
+        await release("0.1.0", "hello");
+        await release("0.2.0", "hello again");
+      } finally {
+        await api.stop();
+      }
     },
     HOUR,
   );
