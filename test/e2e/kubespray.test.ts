@@ -361,6 +361,14 @@ async function imageDigestsOn(node: string): Promise<Set<string | undefined>> {
 }
 
 /** Runs a BPA Job's container under the kubelet stand-in, printing each play with its time; fails with the runner's message. */
+/** A merge patch of the Provisioning's spec, as `kubectl patch --type merge` would send it. */
+async function patchProvisioningSpec(spec: Record<string, unknown>): Promise<void> {
+  await c.custom.patchNamespacedCustomObject(
+    { group: "bpa.akraino.org", version: "v1alpha1", namespace: NAMESPACE, plural: "provisionings", name: PROVISIONING, body: { spec } },
+    mergePatch,
+  );
+}
+
 async function runJob(job: V1Job, label: string): Promise<string[]> {
   const output: string[] = [];
   let lastPlay = "";
@@ -796,24 +804,12 @@ describe("an application cluster installed by the real kubespray, offline", () =
           // The Provisioning names it beside the addons it has; the BPA makes the next addons Job.
           const current = await getProvisioning(c, NAMESPACE, PROVISIONING);
           const others = (current.spec?.addons ?? []).filter((a) => a.name !== SITE_CHART);
-          await c.custom.patchNamespacedCustomObject(
-            {
-              group: "bpa.akraino.org",
-              version: "v1alpha1",
-              namespace: NAMESPACE,
-              plural: "provisionings",
-              name: PROVISIONING,
-              body: {
-                spec: {
-                  addons: [
-                    ...others,
-                    { name: SITE_CHART, chart: `oci://${REGISTRY_HOST}/${SITE_CHART_REPOSITORY}`, version, namespace: SITE_CHART, values: { greeting } },
-                  ],
-                },
-              },
-            },
-            mergePatch,
-          );
+          await patchProvisioningSpec({
+            addons: [
+              ...others,
+              { name: SITE_CHART, chart: `oci://${REGISTRY_HOST}/${SITE_CHART_REPOSITORY}`, version, namespace: SITE_CHART, values: { greeting } },
+            ],
+          });
           const job = await waitFor(
             "the next addons Job",
             async () =>
@@ -874,17 +870,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
       phase(`second node booted (${vm.accel}), cloud-init done after ${vm.seconds.toFixed(0)} s`);
       await createHost(c, NAMESPACE, bmh({ name: NODE_B.name, namespace: NAMESPACE, cpu: NODE_B.cpus, ram: NODE_B.memoryMiB, ip: NODE_B.ip, mac: NODE_B.mac }));
       const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
-      await c.custom.patchNamespacedCustomObject(
-        {
-          group: "bpa.akraino.org",
-          version: "v1alpha1",
-          namespace: NAMESPACE,
-          plural: "provisionings",
-          name: PROVISIONING,
-          body: { spec: { worker: [{ cpu: NODE_B.cpus, memory: "2Gi" }] } },
-        },
-        mergePatch,
-      );
+      await patchProvisioningSpec({ worker: [{ cpu: NODE_B.cpus, memory: "2Gi" }] });
       job = await waitFor("the scale Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
       const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
       expect(env).toMatchObject({ BPA_OPERATION: "scale", BPA_PLAYBOOK: "scale.yml", BPA_LIMIT: `${NODE_B.name},${NODE_A.name}` });
@@ -959,17 +945,7 @@ describe("an application cluster installed by the real kubespray, offline", () =
     "day 2: a newer spec.kubernetesVersion makes the BPA start an upgrade Job over every node",
     async () => {
       const seen = new Set((await listInstallJobs(c, NAMESPACE)).map((j) => j.metadata!.name));
-      await c.custom.patchNamespacedCustomObject(
-        {
-          group: "bpa.akraino.org",
-          version: "v1alpha1",
-          namespace: NAMESPACE,
-          plural: "provisionings",
-          name: PROVISIONING,
-          body: { spec: { kubernetesVersion: upgradeVersion } },
-        },
-        mergePatch,
-      );
+      await patchProvisioningSpec({ kubernetesVersion: upgradeVersion });
       job = await waitFor("the upgrade Job", async () => (await listInstallJobs(c, NAMESPACE)).find((j) => !seen.has(j.metadata!.name)), 60_000, 500);
       const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
       expect(env).toMatchObject({ BPA_OPERATION: "upgrade", BPA_PLAYBOOK: "upgrade-cluster.yml" });
