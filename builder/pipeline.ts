@@ -26,7 +26,8 @@ import { ensureLockedDebs, type DebOrigin } from "./debian/fetch.js";
 import { CONTENTS, imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
 import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
-import { REGISTRY_STORAGE, registryStage, SEEDED_JSON } from "./stages/registry.js";
+import { REGISTRY_STORAGE, registryStage, SEEDED_JSON, seededChartFile } from "./stages/registry.js";
+import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
 import { assertOsImagesPinned, osRootfsInputs, servedOsFiles, type BuiltOsImage } from "./images/os.js";
@@ -60,6 +61,8 @@ export interface Verification {
 export interface BuildResult {
   stages: StageResult[];
   images: Record<string, PublishedImage>;
+  /** The components' Helm chart, beside the images (<name>-<version>.tgz), when the build seeds it. */
+  charts: PublishedImage[];
   packages: Record<string, string>;
   /** Where each pinned .deb came from in this build (cache, pool, snapshot). */
   debianFiles: DebOrigin[];
@@ -289,12 +292,17 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
       },
     });
     if (built.qcow2) publisher.stage(formatSource("qcow2", built.image!, built.qcow2), target("qcow2"));
+    const chart = built.registry && (await seededChartFile(built.registry.dir, CONTROLLER_CHART_REPOSITORY));
+    if (chart) publisher.stage(chart.source, join(request.outDir, chart.file));
   } catch (error) {
     await publisher.abandon();
     throw error;
   }
   const published = await publisher.commit();
-  const images: Record<string, PublishedImage> = Object.fromEntries(published.map((p) => [formats.find((f) => p.path === target(f))!, p]));
+  const images: Record<string, PublishedImage> = Object.fromEntries(
+    published.flatMap((p) => formats.filter((f) => p.path === target(f)).map((f) => [f, p] as const)),
+  );
+  const charts = published.filter((p) => !formats.some((f) => p.path === target(f)));
   const { rootfs, image, disk, registry, files, plan, osImages } = built as Required<StagesBuilt>;
   const packages = JSON.parse(await readFile(join(rootfs.dir, PACKAGES_JSON), "utf8"));
   const seeded = JSON.parse(await readFile(join(registry.dir, SEEDED_JSON), "utf8")) as {
@@ -333,5 +341,5 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
       images: seeded.images.map(({ ref, repository, tag, tags, digest }) => ({ ref, repository, tags: [tag, ...tags], digest })),
     },
   };
-  return { stages: built.ran, images, packages, debianFiles, containerImages, sbom, verification };
+  return { stages: built.ran, images, charts, packages, debianFiles, containerImages, sbom, verification };
 }

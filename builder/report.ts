@@ -34,6 +34,7 @@ export async function writeReport(outDir: string, name: string, result: BuildRes
     totalSeconds,
     stages: result.stages.map(({ name, key, reused, seconds, bytes }) => ({ name, key, reused, seconds, bytes })),
     images: result.images,
+    charts: result.charts,
     sbomFile: basename(paths.sbom),
     verification: { ...verification, contentsFile: basename(paths.contents), sbomSha256: sha256Text(sbom) },
     sbom: {
@@ -57,6 +58,9 @@ export function summary(result: BuildResult, paths: ReturnType<typeof reportPath
   lines.push("", `built in ${formatSeconds(totalSeconds * 1000)}:`);
   for (const image of Object.values(result.images)) {
     lines.push(`  ${image.path}`, `    size ${formatBytes(image.apparentBytes)} (allocated ${formatBytes(image.allocatedBytes)})  sha256 ${image.sha256}`);
+  }
+  for (const chart of result.charts) {
+    lines.push(`  ${chart.path}  (the components' Helm chart: docs/developer-path.md)`, `    size ${formatBytes(chart.apparentBytes)}  sha256 ${chart.sha256}`);
   }
   const { sbom } = result;
   lines.push(

@@ -29,7 +29,8 @@ Debian packages are fetched as the lock file records them (pool path + sha256): 
 cache, else the archive's pool, else the snapshot archive; the lock is never rewritten.
 
 outputs: DIR/<name>.img, DIR/<name>.qcow2, DIR/<name>.cdx.json (CycloneDX 1.6 SBOM),
-DIR/<name>.report.json, DIR/<name>.contents.txt (what 'icn-bootstrap verify' checks)`,
+DIR/<name>.report.json, DIR/<name>.contents.txt (what 'icn-bootstrap verify' checks),
+DIR/infra-local-controller-<version>.tgz (the components' Helm chart, docs/developer-path.md)`,
   async run(argv) {
     const { values } = parseCommandArgs("build", argv, {
       definition: { type: "string" },

@@ -1,12 +1,13 @@
 /**
  * Chart recipes (`chart:` in images/<name>/recipe.yaml): a Helm chart made from a pinned
- * source's own deployment files (a Go module's tree, verified by the committed go.sum),
+ * source's own deployment files (a Go module's tree, verified by the committed go.sum, or
+ * the appliance's own manifests in this repository),
  * with the image references the recipe names rewritten, packaged by the pinned Helm
  * (`helm package`, SOURCE_DATE_EPOCH for a reproducible archive) and seeded into the
  * registry as Helm's OCI artifact (common/helm-chart.ts) like any listed image.
  */
 import { lstat, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import yaml from "js-yaml";
 import { UserError } from "../errors.js";
 import { pinnedModuleDir } from "../sources/index.js";
@@ -22,6 +23,8 @@ export interface PlannedChart {
 }
 
 type ChartRecipe = NonNullable<Recipe["chart"]>;
+
+const REPO_ROOT = resolve(import.meta.dirname, "..", "..");
 
 /** Reads the chart's sources and applies the recipe's replacements; the chart's repository must end in its name and its tag be its version. */
 export async function planChart(recipe: Recipe, image: { ref: string; repository: string; tag: string }, lockPath?: string): Promise<PlannedChart> {
@@ -60,9 +63,10 @@ function chartYaml(chart: ChartRecipe): string {
   });
 }
 
-/** `module:<entry>:<path>` in a pinned Go module, or `recipe:<path>` beside the recipe. */
+/** `module:<entry>:<path>` in a pinned Go module, `recipe:<path>` beside the recipe, or a path in this repository (the appliance's own manifests). */
 async function chartSource(from: string, recipe: Recipe, ref: string, lockPath?: string): Promise<string> {
   if (from.startsWith("recipe:")) return join(recipe.dir, from.slice("recipe:".length));
+  if (!from.startsWith("module:")) return resolve(REPO_ROOT, from);
   const [, entry, path] = /^module:([^:]+):(.+)$/.exec(from)!;
   const module = await pinnedModuleDir(entry!, `${ref}: chart source '${from}'`, lockPath);
   return join(module.dir, path!);

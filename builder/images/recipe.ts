@@ -38,7 +38,8 @@
  *     version: 4.3.0
  *     appVersion: v4.3.0
  *     description: Multus CNI
- *     files:                           #   module:<entry>:<path> (a file or a directory) or recipe:<path>
+ *     files:                           #   module:<entry>:<path> (a file or a directory), recipe:<path>, or
+ *                                      #   a path under manifests/, bpa/ or common/ of this repository
  *       - from: "module:multus:deployments/multus-daemonset-thick.yml"
  *         to: templates/multus.yaml
  *         replace:                     #   image references to rewrite; each must occur in the source
@@ -128,12 +129,17 @@ export const Recipe = z
           .array(
             z
               .object({
-                from: z.string().regex(/^(module:[a-z0-9._-]+:|recipe:)[^\0]+$/, "module:<artifact entry>:<path> or recipe:<path>"),
+                from: z
+                  .string()
+                  .regex(
+                    /^(module:[a-z0-9._-]+:|recipe:|(manifests|bpa|common)\/)[^\0]+$/,
+                    "module:<artifact entry>:<path>, recipe:<path> or a path under the repository's manifests/, bpa/ or common/",
+                  ),
                 to: z
                   .string()
                   .regex(
-                    /^(templates|crds)(\/[A-Za-z0-9._-]+)*$|^values\.(yaml|schema\.json)$/,
-                    "a path in the chart: templates/…, crds/…, values.yaml or values.schema.json",
+                    /^(templates|crds|files|ci)(\/[A-Za-z0-9._-]+)*$|^values\.(yaml|schema\.json)$/,
+                    "a path in the chart: templates/…, crds/…, files/…, ci/…, values.yaml or values.schema.json",
                   ),
                 replace: z.array(z.object({ from: z.string().min(1), to: z.string() }).strict()).default([]),
               })

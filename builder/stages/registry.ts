@@ -185,6 +185,20 @@ export function blobPath(digest: string): string {
   return join("docker/registry/v2/blobs/sha256", hex.slice(0, 2), hex, "data");
 }
 
+/**
+ * The packaged chart (Helm's OCI artifact: its one layer) a registry stage seeded under a
+ * repository, and the file name Helm gives it (<name>-<version>.tgz); undefined when the
+ * build did not seed it.
+ */
+export async function seededChartFile(registryStageDir: string, repository: string): Promise<{ source: string; file: string } | undefined> {
+  const seeded = JSON.parse(await readFile(join(registryStageDir, SEEDED_JSON), "utf8")) as { images: { repository: string; tag: string; digest: string }[] };
+  const chart = seeded.images.find((i) => i.repository === repository);
+  if (!chart) return undefined;
+  const storage = join(registryStageDir, "tree", REGISTRY_STORAGE);
+  const manifest = JSON.parse(await readFile(join(storage, blobPath(chart.digest)), "utf8")) as { layers: { digest: string }[] };
+  return { source: join(storage, blobPath(manifest.layers[0]!.digest)), file: `${repository.split("/").pop()}-${chart.tag.replace(/_/g, "+")}.tgz` };
+}
+
 /** The digests of the blobs in a registry storage tree. */
 export async function storedBlobs(storage: string): Promise<string[]> {
   const root = join(storage, "docker/registry/v2/blobs/sha256");

@@ -61,7 +61,20 @@ describe("icn-bootstrap build with the default definition", () => {
       "icn-bootstrap.img",
       "icn-bootstrap.qcow2",
       "icn-bootstrap.report.json",
+      "infra-local-controller-0.1.0.tgz",
     ]);
+    // The components' chart beside the images: the archive Helm packaged, printed with its sha256.
+    const chart = join(out, "infra-local-controller-0.1.0.tgz");
+    expect(build.stdout).toContain(`${chart}  (the components' Helm chart`);
+    expect(build.stdout).toContain(await sha256(chart));
+    const listing = await execa("tar", ["-tzf", chart]);
+    expect(listing.stdout.split("\n")).toEqual(
+      expect.arrayContaining([
+        "infra-local-controller/Chart.yaml",
+        "infra-local-controller/values.yaml",
+        "infra-local-controller/files/manifests/bpa/deployment.yaml",
+      ]),
+    );
   });
 
   it("writes a GPT with a BIOS boot partition, an EFI system partition, the site partition and a root partition", async () => {

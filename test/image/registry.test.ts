@@ -7,7 +7,7 @@
  */
 import { HELM_CHART_MEDIA_TYPE, HELM_CONFIG_MEDIA_TYPE } from "../../common/helm-chart.js";
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -87,7 +87,7 @@ describe("the seeded registry inside the image", () => {
     }
   });
 
-  it("serves the addons' charts as Helm's OCI artifacts: the chart's metadata as config, the packaged chart as the one layer", async () => {
+  it("serves the charts (the addons', the components') as Helm's OCI artifacts: the chart's metadata as config, the packaged chart as the one layer", async () => {
     const charts = expected.filter((i) => i.repository.startsWith("charts/"));
     expect(charts.map((c) => c.ref)).toContain("bootstrap.icn:5000/charts/multus:4.3.0");
     for (const chart of charts) {
@@ -98,19 +98,25 @@ describe("the seeded registry inside the image", () => {
       expect(manifest.layers.map((l) => l.mediaType)).toEqual([HELM_CHART_MEDIA_TYPE]);
       const config = await json<{ name: string; version: string }>(`/v2/${chart.repository}/blobs/${manifest.config.digest}`);
       expect(`${config.name}:${config.version}`).toBe(`${chart.repository.split("/").pop()}:${chart.tag}`);
-      // Rendered with its defaults by the pinned Helm, every image it runs is one the registry serves.
+      // Rendered by the pinned Helm as the appliance would install it (its defaults, or
+      // ci/appliance-values.yaml for a chart that needs values: chart-testing's convention),
+      // every image it runs is one the registry serves, by its reference or an extra tag.
       const tgz = join(out, `${config.name}.tgz`);
       const blob = await fetch(`${registry!.url}/v2/${chart.repository}/blobs/${manifest.layers[0]!.digest}`);
       await writeFile(tgz, Buffer.from(await blob.arrayBuffer()));
+      const unpacked = join(out, "charts");
+      await mkdir(unpacked, { recursive: true });
+      await execa("tar", ["-xzf", tgz, "-C", unpacked]);
+      const applianceValues = join(unpacked, config.name, "ci", "appliance-values.yaml");
+      const values = (await stat(applianceValues).catch(() => undefined)) ? ["-f", applianceValues] : [];
+      const served = expected.flatMap((e) => [e.ref, ...e.tags.map((tag) => e.ref.replace(/:[^:/]+$/, `:${tag}`))]);
       const { helm } = await artifactPaths(["helm"]);
-      const rendered = await execa(helm, ["template", config.name, tgz, "--namespace", "addons-test"], { env: { HELM_CACHE_HOME: join(out, "helm") } });
+      const rendered = await execa(helm, ["template", config.name, tgz, "--namespace", "addons-test", ...values], {
+        env: { HELM_CACHE_HOME: join(out, "helm") },
+      });
       const images = [...rendered.stdout.matchAll(/^\s+image: "?([^"\s]+)"?$/gm)].map((m) => m[1]!);
       expect(images.length, chart.ref).toBeGreaterThan(0);
-      for (const image of images)
-        expect(
-          expected.map((e) => e.ref),
-          `${chart.ref} runs ${image}`,
-        ).toContain(image);
+      for (const image of images) expect(served, `${chart.ref} runs ${image}`).toContain(image);
     }
   });
 

@@ -22,7 +22,7 @@ import { OFFLINE_ARCHIVES } from "../../builder/kubespray/components.js";
 const BUILD_TIMEOUT = 60 * 60_000;
 const VERIFY_TIMEOUT = 10 * 60_000;
 const NAME = "icn-bootstrap";
-const OUTPUTS = [`${NAME}.img`, `${NAME}.qcow2`, `${NAME}.cdx.json`, `${NAME}.contents.txt`];
+const OUTPUTS = [`${NAME}.img`, `${NAME}.qcow2`, `${NAME}.cdx.json`, `${NAME}.contents.txt`, "infra-local-controller-0.1.0.tgz"];
 
 /**
  * The CLI as a hardened host runs it (issue 34): umask 077 (CIS recommends 027), a time
@@ -75,6 +75,7 @@ function withoutBuildRecord(report: Record<string, unknown>) {
     totalSeconds: _t,
     stages,
     images,
+    charts,
     sbom,
     ...rest
   } = report as {
@@ -82,12 +83,14 @@ function withoutBuildRecord(report: Record<string, unknown>) {
     totalSeconds: number;
     stages: { name: string; key: string }[];
     images: Record<string, { apparentBytes: number; sha256: string }>;
+    charts: { apparentBytes: number; sha256: string }[];
     sbom: { debianFiles: { from: string }[] };
   };
   return {
     ...rest,
     stages: stages.map(({ name, key }) => ({ name, key })),
     images: Object.fromEntries(Object.entries(images).map(([format, { apparentBytes, sha256 }]) => [format, { apparentBytes, sha256 }])),
+    charts: charts.map(({ apparentBytes, sha256 }) => ({ apparentBytes, sha256 })),
     sbom: { ...sbom, debianFiles: sbom.debianFiles.map(({ from: _from, ...f }) => f) },
   };
 }
@@ -130,7 +133,7 @@ describe("reproducible build", () => {
     expect(report.stages.filter((s: { reused: boolean }) => s.reused)).toEqual([]);
   });
 
-  it("gives a bit-identical USB image, qcow2, SBOM and contents manifest", async () => {
+  it("gives a bit-identical USB image, qcow2, SBOM, contents manifest and components chart", async () => {
     const digests = await Promise.all(OUTPUTS.map(async (file) => ({ file, a: firstDigests.get(file), b: await sha256(join(outs[1]!, file)) })));
     console.log(`sha256 (first build, second build):\n${digests.map(({ file, a, b }) => `${file.padEnd(28)} ${a}  ${b}`).join("\n")}`);
     // Which files of the root filesystem differ, named, when they do.
@@ -213,6 +216,7 @@ describe("reproducible build", () => {
     ]);
     const charts = components.filter((c) => c.properties?.some((p) => p.name === "icn-bootstrap:oci:artifact" && p.value === "helm-chart"));
     expect(charts.map((c) => c.name).sort()).toEqual([
+      "bootstrap.icn:5000/charts/infra-local-controller",
       "bootstrap.icn:5000/charts/intel-qat-plugin",
       "bootstrap.icn:5000/charts/multus",
       "bootstrap.icn:5000/charts/node-feature-discovery",

@@ -1,0 +1,192 @@
+/**
+ * The infra-local-controller chart (images/infra-local-controller-chart): made from the
+ * appliance's own manifests by the build's chart recipe, checked by the pinned Helm.
+ * With the appliance's values it renders exactly the objects the appliance applies (one
+ * source, nothing that drifts); with a cluster's own values it carries them where they
+ * belong, makes its credentials and CA at install, and refuses values it cannot use,
+ * naming them.
+ */
+import { X509Certificate, createHash } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import yaml from "js-yaml";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { planChart, writeChartDir } from "../../builder/images/chart.js";
+import { loadRecipe } from "../../builder/images/recipe.js";
+import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
+import { artifactPaths } from "../../builder/sources/index.js";
+import { REPO } from "../helpers/cli.js";
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
+  [key: string]: unknown;
+}
+
+const REF = "bootstrap.icn:5000/charts/infra-local-controller:0.1.0";
+let dir: string;
+let chart: string;
+let helm: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "icn-controller-chart-"));
+  const recipe = await loadRecipe("infra-local-controller-chart", REF);
+  const planned = await planChart(recipe, { ref: REF, repository: "charts/infra-local-controller", tag: "0.1.0" });
+  chart = await writeChartDir(planned, dir);
+  helm = (await artifactPaths(["helm"])).helm;
+}, 20 * 60_000);
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const helmEnv = () => ({ HELM_CACHE_HOME: join(dir, "helm"), HELM_CONFIG_HOME: join(dir, "helm"), HELM_DATA_HOME: join(dir, "helm") });
+
+async function template(args: string[]) {
+  return execa(helm, ["template", "icn", chart, ...args], { env: helmEnv(), reject: false });
+}
+
+async function render(args: string[]): Promise<K8sObject[]> {
+  const result = await template(args);
+  expect(result.exitCode, result.stderr).toBe(0);
+  return (yaml.loadAll(result.stdout) as (K8sObject | null)[]).filter((o): o is K8sObject => Boolean(o));
+}
+
+const key = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+const find = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Pod = { spec: { template: { metadata: { annotations?: Record<string, string> }; spec: any } } };
+
+/** What the appliance applies from manifests/ (without the provisioning network's DHCP server) and the build's Metal3 stage. */
+async function applianceObjects(): Promise<K8sObject[]> {
+  const objects: K8sObject[] = [];
+  for (const sub of ["bpa", "crds", "metal3"]) {
+    for (const file of (await readdir(join(REPO, "manifests", sub))).filter((f) => f.endsWith(".yaml")))
+      objects.push(...(yaml.loadAll(await readFile(join(REPO, "manifests", sub, file), "utf8")) as K8sObject[]).filter(Boolean));
+  }
+  const metal3 = await readMetal3Manifests();
+  for (const text of [...Object.values(metal3.crds), metal3.clusterRole]) objects.push(...(yaml.loadAll(text) as K8sObject[]).filter(Boolean));
+  return objects;
+}
+
+describe("the infra-local-controller chart", () => {
+  it("passes helm lint with each of its ci/ value sets", async () => {
+    for (const values of ["ci/appliance-values.yaml", "ci/cluster-values.yaml"]) {
+      const lint = await execa(helm, ["lint", chart, "--strict", "-f", join(chart, values)], { env: helmEnv(), reject: false });
+      expect(lint.exitCode, `${values}\n${lint.stdout}\n${lint.stderr}`).toBe(0);
+    }
+  });
+
+  it("with the appliance's values renders exactly the objects the appliance applies from manifests/ and Metal3's module", async () => {
+    const rendered = await render(["-f", join(chart, "ci/appliance-values.yaml")]);
+    const expected = await applianceObjects();
+    const byKey = new Map(rendered.map((o) => [key(o), o]));
+    for (const object of expected) {
+      const got = structuredClone(byKey.get(key(object)));
+      expect(got, `${key(object)} is not in the chart`).toBeDefined();
+      // The one difference: CRDs and namespaces stay when the release is uninstalled.
+      if (["CustomResourceDefinition", "Namespace"].includes(object.kind)) {
+        expect(got!.metadata.annotations?.["helm.sh/resource-policy"]).toBe("keep");
+        delete got!.metadata.annotations!["helm.sh/resource-policy"];
+        if (Object.keys(got!.metadata.annotations!).length === 0) delete got!.metadata.annotations;
+      }
+      expect(got, key(object)).toEqual(object);
+      byKey.delete(key(object));
+    }
+    // Beside them only the provisioning network's ConfigMap, which the appliance writes from site.yaml.
+    expect([...byKey.keys()]).toEqual(["ConfigMap/baremetal-operator-system/ironic-provisioning"]);
+  });
+
+  it("with a cluster's own values: its registry, addresses, storage class and provisioning network where they belong", async () => {
+    const values = yaml.load(await readFile(join(chart, "ci/cluster-values.yaml"), "utf8")) as {
+      registry: { address: string };
+      images: { registry: string };
+      provisioning: { interface: string; address: string; dhcpRange: string };
+    };
+    const objects = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
+    const deployments = objects.filter((o) => o.kind === "Deployment") as unknown as (K8sObject & Pod)[];
+    expect(deployments.map((d) => d.metadata.name).sort()).toEqual(["baremetal-operator", "bpa-api", "bpa-operator", "ironic", "ironic-dnsmasq"]);
+    for (const d of deployments)
+      for (const c of d.spec.template.spec.containers)
+        expect(c.image, `${d.metadata.name}/${c.name}`).toMatch(/^registry\.example\.test:5000\/(icn|metal3-io)\//);
+    const config = yaml.load((find(objects, "ConfigMap", "bpa-config") as unknown as { data: Record<string, string> }).data["config.yaml"]!) as Record<
+      string,
+      string
+    >;
+    expect(config.runnerImage).toBe("registry.example.test:5000/icn/kubespray-runner:latest");
+    expect(config.registryHost).toBe("192.0.2.10:5000");
+    expect(config.filesRepo).toBe("http://192.0.2.10:8080/kubespray");
+    const api = find(deployments, "Deployment", "bpa-api") as unknown as Pod;
+    expect(api.spec.template.spec.hostAliases).toEqual([{ ip: values.registry.address, hostnames: ["bootstrap.icn"] }]);
+    const operator = find(deployments, "Deployment", "bpa-operator") as unknown as Pod;
+    expect(operator.spec.template.spec.containers[0].env).toContainEqual({ name: "BPA_ADDONS_REGISTRY_IP", value: values.registry.address });
+    // No API server address given: the baremetal-operator uses the kubernetes Service.
+    const bmoEnv = (find(deployments, "Deployment", "baremetal-operator") as unknown as Pod).spec.template.spec.containers[0].env as { name: string }[];
+    expect(bmoEnv.map((e) => e.name)).toEqual(["POD_NAME", "POD_NAMESPACE"]);
+    // The upload store on the storage class: no hostPath volume.
+    expect(find(objects, "PersistentVolume", "bpa-api-state")).toBeUndefined();
+    expect((find(objects, "PersistentVolumeClaim", "bpa-api-state") as unknown as { spec: unknown }).spec).toEqual({
+      accessModes: ["ReadWriteOnce"],
+      storageClassName: "standard",
+      resources: { requests: { storage: "20Gi" } },
+    });
+    // The provisioning network: DHCP there, and its digest (as the appliance's first boot computes it) restarts Ironic's pods.
+    const p = values.provisioning;
+    expect((find(objects, "ConfigMap", "ironic-provisioning") as unknown as { data: unknown }).data).toEqual({
+      PROVISIONING_INTERFACE: p.interface,
+      PROVISIONING_ADDRESS: p.address,
+      DHCP_RANGE: p.dhcpRange,
+    });
+    const digest = createHash("sha256").update(`${p.interface} ${p.address} ${p.dhcpRange}`).digest("hex").slice(0, 16);
+    for (const name of ["ironic", "ironic-dnsmasq"])
+      expect((find(deployments, "Deployment", name) as unknown as Pod).spec.template.metadata.annotations).toEqual({
+        "icn.akraino.org/provisioning-network": digest,
+      });
+    expect((find(objects, "ConfigMap", "baremetal-operator-ironic") as unknown as { data: Record<string, string> }).data.DEPLOY_RAMDISK_URL).toBe(
+      "http://192.0.2.10:8080/boot/ironic-python-agent.initramfs",
+    );
+  });
+
+  it("makes the site CA, the REST API's certificate from it, the push account and Ironic's credentials at install", async () => {
+    const objects = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
+    const secret = (name: string) => (find(objects, "Secret", name) as unknown as { data: Record<string, string> }).data;
+    const decode = (b64: string) => Buffer.from(b64, "base64").toString();
+    const ca = new X509Certificate(decode(secret("icn-site-ca")["tls.crt"]!));
+    expect(ca.ca).toBe(true);
+    expect((find(objects, "ConfigMap", "icn-registry-ca") as unknown as { data: Record<string, string> }).data["ca.crt"]!.trim()).toBe(
+      decode(secret("icn-site-ca")["tls.crt"]!).trim(),
+    );
+    const apiCert = new X509Certificate(decode(secret("bpa-api-tls")["tls.crt"]!));
+    expect(apiCert.verify(ca.publicKey)).toBe(true);
+    expect(apiCert.ca).toBe(false);
+    for (const name of ["DNS:bpa-api.bpa-system.svc", "DNS:bpa.example.test", "IP Address:192.0.2.11"]) expect(apiCert.subjectAltName).toContain(name);
+    expect(decode(secret("icn-registry-push").username!)).toBe("icn-push");
+    expect(decode(secret("ironic-credentials").username!)).toBe("metal3");
+    for (const name of ["icn-registry-push", "ironic-credentials"]) expect(decode(secret(name).password!)).toMatch(/^[A-Za-z0-9]{32}$/);
+    // Made at each render, never fixed in the chart: two installs get two CAs and two passwords.
+    const again = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
+    const secondCa = (find(again, "Secret", "icn-site-ca") as unknown as { data: Record<string, string> }).data["tls.crt"];
+    expect(secondCa).not.toBe(secret("icn-site-ca")["tls.crt"]);
+    // None of them is a value: the chart's values and files carry no key or password.
+    const packaged = await execa(helm, ["show", "all", chart], { env: helmEnv() });
+    expect(packaged.stdout).not.toMatch(/PRIVATE KEY|password:\s*\S/);
+  });
+
+  it("refuses values it cannot use, naming them", async () => {
+    const missing = await template([]);
+    expect(missing.exitCode).not.toBe(0);
+    expect(missing.stderr).toContain("registry.address");
+    const base = ["--set", "registry.address=192.0.2.10", "--set", "nodeFacingAddress=192.0.2.10"];
+    const half = await template([...base, "--set", "provisioning.interface=eth1"]);
+    expect(half.exitCode).not.toBe(0);
+    expect(half.stderr).toContain("provisioning.address");
+    const port = await template([...base, "--set", "api.nodePort=443"]);
+    expect(port.exitCode).not.toBe(0);
+    expect(port.stderr).toContain("nodePort");
+    const unknown = await template([...base, "--set", "registy.address=192.0.2.10"]);
+    expect(unknown.exitCode).not.toBe(0);
+    expect(unknown.stderr).toContain("registy");
+  });
+});
