@@ -1,5 +1,6 @@
 import { bootTestCommand } from "./boot-test.js";
 import { buildCommand } from "./build.js";
+import { deployCommand } from "./deploy.js";
 import type { Command } from "./command.js";
 import { fetchCommand } from "./fetch.js";
 import { lockCommand } from "./lock.js";
@@ -19,4 +20,5 @@ export const commands: Command[] = [
   verifyCommand,
   siteCommand,
   uploadCommand,
+  deployCommand,
 ];

@@ -1,0 +1,130 @@
+/**
+ * `icn-bootstrap deploy` against a real API server of its own (etcd and kube-apiserver, no
+ * kubelet: the chart's pods never run, so it deploys with --wait 0, and once with a short
+ * wait to see how it reports Deployments that do not come up). What is checked: what it
+ * refuses before anything is applied (no cluster, too few permissions, bad values), and
+ * that a deploy installs the release and a second one upgrades it, keeping its CA.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadKubeConfig, makeClients, type Clients } from "../../bpa/runtime/kube.js";
+import { supportedVersion } from "../../builder/deploy.js";
+import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { runCli } from "../helpers/cli.js";
+import { writeControllerChart, type ControllerChart } from "../helpers/controller-chart.js";
+
+let work: string;
+let server: KubeTestServer;
+let chart: ControllerChart;
+let c: Clients;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-deploy-"));
+  [server, chart] = await Promise.all([startKubeTestServer({ readyTimeoutMs: 10 * 60_000 }), writeControllerChart(work)]);
+  c = makeClients(loadKubeConfig(server.kubeconfigPath));
+}, 30 * 60_000);
+afterAll(async () => {
+  await server?.stop();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+const values = () => join(chart.dir, "ci/cluster-values.yaml");
+const deploy = (kubeconfig: string, ...more: string[]) => runCli(["deploy", "--kubeconfig", kubeconfig, "--chart", chart.dir, "--values", values(), ...more]);
+
+/** Nothing of the release is in the cluster: no namespace of its own, no Helm release record. */
+async function expectNothingApplied() {
+  const namespaces = (await c.core.listNamespace()).items.map((n) => n.metadata!.name);
+  expect(namespaces).not.toContain("bpa-system");
+  expect(namespaces).not.toContain("baremetal-operator-system");
+  expect((await c.core.listNamespacedSecret({ namespace: "default", labelSelector: "owner=helm" })).items).toEqual([]);
+}
+
+describe("icn-bootstrap deploy", () => {
+  it("refuses a cluster that does not answer, naming its address", async () => {
+    const kc = loadKubeConfig(server.kubeconfigPath);
+    const dead = new KubeConfig();
+    dead.loadFromOptions({
+      clusters: [{ ...kc.getCurrentCluster()!, server: "https://127.0.0.1:1" }],
+      users: kc.users,
+      contexts: kc.contexts,
+      currentContext: kc.currentContext,
+    });
+    const file = join(work, "dead.kubeconfig");
+    await writeFile(file, dead.exportConfig());
+    const result = await deploy(file);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("cannot reach the cluster's API server at https://127.0.0.1:1");
+  });
+
+  it("refuses a user who may not create what the chart holds, naming the permissions, and applies nothing", async () => {
+    await c.core.createNamespacedServiceAccount({ namespace: "default", body: { metadata: { name: "not-an-admin" } } });
+    const token = (
+      await c.core.createNamespacedServiceAccountToken({
+        namespace: "default",
+        name: "not-an-admin",
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      })
+    ).status!.token;
+    const kc = loadKubeConfig(server.kubeconfigPath);
+    const weak = new KubeConfig();
+    weak.loadFromOptions({
+      clusters: [kc.getCurrentCluster()!],
+      users: [{ name: "weak", token }],
+      contexts: [{ name: "weak", cluster: kc.getCurrentCluster()!.name, user: "weak" }],
+      currentContext: "weak",
+    });
+    const file = join(work, "weak.kubeconfig");
+    await writeFile(file, weak.exportConfig());
+    const result = await deploy(file);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("may not create customresourcedefinitions.apiextensions.k8s.io");
+    expect(result.stderr).toContain("create deployments.apps in bpa-system");
+    expect(result.stderr).toContain("nothing was applied");
+    await expectNothingApplied();
+  });
+
+  it("refuses values the chart cannot use before anything is applied, naming them", async () => {
+    const bad = join(work, "bad-values.yaml");
+    await writeFile(bad, "registry:\n  address: 192.0.2.10\nnodeFacingAddress: 192.0.2.10\nprovisioning:\n  interface: eth1\n");
+    const result = await runCli(["deploy", "--kubeconfig", server.kubeconfigPath, "--chart", chart.dir, "--values", bad, "--wait", "0"]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("refused before anything was applied");
+    expect(result.stderr).toContain("provisioning.address");
+    await expectNothingApplied();
+  });
+
+  it("installs the release with progress, then a second deploy upgrades it and keeps its CA", async () => {
+    const first = await deploy(server.kubeconfigPath, "--wait", "0");
+    expect(first.exitCode, first.all).toBe(0);
+    expect(first.stderr).toMatch(/cluster https:\/\/127\.0\.0\.1:\d+: Kubernetes v1\.\d+/);
+    expect(first.stderr).toContain("dry run on the server: icn accepted");
+    expect(first.stderr).toContain("icn installed");
+    const ca = (await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-site-ca" })).data!["tls.crt"];
+    const deployments = (await c.apps.listNamespacedDeployment({ namespace: "bpa-system" })).items.map((d) => d.metadata!.name).sort();
+    expect(deployments).toEqual(["bpa-api", "bpa-operator"]);
+    const second = await deploy(server.kubeconfigPath, "--wait", "0");
+    expect(second.exitCode, second.all).toBe(0);
+    expect((await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-site-ca" })).data!["tls.crt"]).toBe(ca);
+    const releases = (await c.core.listNamespacedSecret({ namespace: "default", labelSelector: "owner=helm,name=icn" })).items;
+    expect(releases.map((s) => s.metadata!.labels!.version).sort()).toEqual(["1", "2"]);
+  });
+
+  it("says which Deployments did not come up, and why, when they are not available in time", async () => {
+    // No kubelet here: no pod is ever scheduled.
+    const result = await deploy(server.kubeconfigPath, "--wait", "5");
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("installed, but not available after 5 s");
+    expect(result.stderr).toContain("bpa-system/bpa-operator");
+  });
+
+  it("accepts Kubernetes 1.30 and later, as distributions spell the version", () => {
+    expect(supportedVersion("1", "30")).toBe(true);
+    expect(supportedVersion("1", "35+")).toBe(true);
+    expect(supportedVersion("1", "29")).toBe(false);
+    expect(supportedVersion("2", "0")).toBe(true);
+    expect(supportedVersion("", "")).toBe(false);
+  });
+});
