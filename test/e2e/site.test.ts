@@ -223,7 +223,12 @@ const getProvisioning = async () =>
   })) as Provisioning;
 const describeStatus = (p: Provisioning) => `${p.status?.phase ?? ""} ${p.status?.conditions?.map((x) => `${x.type}=${x.status}/${x.reason}`).join(",") ?? ""}`;
 
-const RUNNER_LOGS = `kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE} logs -l bpa.akraino.org/component=install --tail=-1`;
+const KUBECTL = `kubectl --kubeconfig /etc/kubernetes/admin.conf -n ${NAMESPACE}`;
+const RUNNER_PODS = `${KUBECTL} get pods -l bpa.akraino.org/component=install --sort-by=.metadata.creationTimestamp -o name`;
+/** Every install runner's log, oldest first (a retry makes a second one), each under its pod's name. */
+const RUNNER_LOGS = `for pod in $(${RUNNER_PODS}); do echo "==> $pod <=="; ${KUBECTL} logs "$pod"; done`;
+/** The newest runner's log: the one that is running. */
+const NEWEST_RUNNER_LOG = `${KUBECTL} logs "$(${RUNNER_PODS} | tail -n 1)"`;
 /** Where the install runners' logs are kept after the run (Ansible's profile of every task). */
 const RUNNER_LOG_FILE = join(REPO, "out", "e2e-site-runner.log");
 
@@ -244,7 +249,7 @@ async function provisioningSettled(what: string): Promise<Provisioning> {
       if (now !== last) phase(`Provisioning: ${(last = now)}`);
       if (Date.now() >= nextLook) {
         nextLook = Date.now() + 3 * 60_000;
-        const r = await ssh(`${RUNNER_LOGS} | grep -E '^(PLAY|TASK) \\[' | tail -1`);
+        const r = await ssh(`${NEWEST_RUNNER_LOG} | grep -E '^(PLAY|TASK) \\[' | tail -1`);
         const task = r.stdout.trim();
         if (task && task !== lastTask) phase(`runner at: ${(lastTask = task)}`);
       }
