@@ -48,7 +48,8 @@ describe("icn-bootstrap build with the default definition", () => {
     if (out) await rm(out, { recursive: true, force: true });
   });
 
-  it("succeeds and prints each image's path, size and true sha256", async () => {
+  // Hashes every output (5.5 GiB): seconds on a quiet host, more than the default minute on a busy one.
+  it("succeeds and prints each image's path, size and true sha256", { timeout: 5 * 60_000 }, async () => {
     expect(build.exitCode, build.all).toBe(0);
     for (const image of [img, qcow2]) {
       expect(build.stdout).toContain(image);
