@@ -39,7 +39,7 @@
  *     appVersion: v4.3.0
  *     description: Multus CNI
  *     files:                           #   module:<entry>:<path> (a file or a directory), recipe:<path>, or
- *                                      #   a path under manifests/, bpa/ or common/ of this repository
+ *                                      #   a path under this repository's manifests/
  *       - from: "module:multus:deployments/multus-daemonset-thick.yml"
  *         to: templates/multus.yaml
  *         replace:                     #   image references to rewrite; each must occur in the source
@@ -132,8 +132,8 @@ export const Recipe = z
                 from: z
                   .string()
                   .regex(
-                    /^(module:[a-z0-9._-]+:|recipe:|(manifests|bpa|common)\/)[^\0]+$/,
-                    "module:<artifact entry>:<path>, recipe:<path> or a path under the repository's manifests/, bpa/ or common/",
+                    /^(?!(.*[/:])?\.\.(\/|$))(module:[a-z0-9._-]+:|recipe:|manifests\/)[^\0]+$/,
+                    "module:<artifact entry>:<path>, recipe:<path> or a path under the repository's manifests/ (no '..')",
                   ),
                 to: z
                   .string()

@@ -144,7 +144,7 @@ export const imagesStage: Stage<ImagesDeps> = {
         throw new UserError(
           `image digest${wrong.length > 1 ? "s" : ""} not as pinned:\n${wrong.map(({ b, planned }) => `    ${planned.list}: ${b.ref}: expected ${planned.expected}, got ${b.digest}`).join("\n")}`,
           wrong.some(({ b }) => b.source === "recipe")
-            ? "if a recipe, an artifact or a pinned package changed on purpose, re-pin with 'icn-bootstrap lock-images' and commit the list; otherwise the build differs on this host (its Go toolchain builds the artifacts: see 'icn-bootstrap fetch')"
+            ? "if a recipe or what it copies (the BPA's bundle from bpa/, the components' chart from manifests/), an artifact or a pinned package changed on purpose, re-pin with 'icn-bootstrap lock-images' and commit the list; otherwise the build differs on this host (its Go toolchain builds the artifacts: see 'icn-bootstrap fetch')"
             : "the registry served a different image for that digest: check the source registry",
         );
       }
