@@ -8,7 +8,7 @@
  */
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi } from "@kubernetes/client-node";
+import { ApiException, AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi } from "@kubernetes/client-node";
 import { execa } from "execa";
 import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
 import { UserError } from "./errors.js";
@@ -96,8 +96,13 @@ async function clusterVersion(kc: KubeConfig, server: string): Promise<string> {
   try {
     info = await kc.makeApiClient(VersionApi).getCode();
   } catch (error) {
+    if (error instanceof ApiException && (error.code === 401 || error.code === 403))
+      throw new UserError(
+        `${server} refused the kubeconfig's credentials (HTTP ${error.code})`,
+        "check the kubeconfig's user (an expired token or certificate?): kubectl --kubeconfig FILE auth whoami",
+      );
     throw new UserError(
-      `cannot reach the cluster's API server at ${server}: ${(error as Error).message}`,
+      `cannot reach the cluster's API server at ${server}: ${(error as Error).message.split("\n")[0]}`,
       "check that the cluster runs and that --kubeconfig names it (kubectl --kubeconfig FILE get nodes)",
     );
   }
@@ -120,9 +125,16 @@ async function checkPermissions(kc: KubeConfig, server: string): Promise<void> {
   const authz = kc.makeApiClient(AuthorizationV1Api);
   const missing: string[] = [];
   for (const need of NEEDED) {
-    const review = await authz.createSelfSubjectAccessReview({
-      body: { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: need } },
-    });
+    const review = await authz
+      .createSelfSubjectAccessReview({
+        body: { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: need } },
+      })
+      .catch((error: unknown) => {
+        throw new UserError(
+          `${server} refused the kubeconfig's credentials: ${(error as Error).message.split("\n")[0]}`,
+          "check the kubeconfig's user (an expired token or certificate?): kubectl --kubeconfig FILE auth whoami",
+        );
+      });
     if (!review.status?.allowed)
       missing.push(`${need.verb} ${need.resource}${need.group ? `.${need.group}` : ""}${need.namespace ? ` in ${need.namespace}` : ""}`);
   }

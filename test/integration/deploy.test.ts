@@ -59,6 +59,23 @@ describe("icn-bootstrap deploy", () => {
     expect(result.stderr).toContain("cannot reach the cluster's API server at https://127.0.0.1:1");
   });
 
+  it("refuses credentials the cluster does not accept, saying so", async () => {
+    const kc = loadKubeConfig(server.kubeconfigPath);
+    const stale = new KubeConfig();
+    stale.loadFromOptions({
+      clusters: [kc.getCurrentCluster()!],
+      users: [{ name: "stale", token: "not-a-token" }],
+      contexts: [{ name: "stale", cluster: kc.getCurrentCluster()!.name, user: "stale" }],
+      currentContext: "stale",
+    });
+    const file = join(work, "stale.kubeconfig");
+    await writeFile(file, stale.exportConfig());
+    const result = await deploy(file);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("refused the kubeconfig's credentials");
+    await expectNothingApplied();
+  });
+
   it("refuses a user who may not create what the chart holds, naming the permissions, and applies nothing", async () => {
     await c.core.createNamespacedServiceAccount({ namespace: "default", body: { metadata: { name: "not-an-admin" } } });
     const token = (
