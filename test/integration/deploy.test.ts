@@ -34,6 +34,16 @@ afterAll(async () => {
 const values = () => join(chart.dir, "ci/cluster-values.yaml");
 const deploy = (kubeconfig: string, ...more: string[]) => runCli(["deploy", "--kubeconfig", kubeconfig, "--chart", chart.dir, "--values", values(), ...more]);
 
+/** A kubeconfig for the test's API server that authenticates with a bearer token. */
+async function kubeconfigWithToken(name: string, token: string): Promise<string> {
+  const cluster = loadKubeConfig(server.kubeconfigPath).getCurrentCluster()!;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({ clusters: [cluster], users: [{ name, token }], contexts: [{ name, cluster: cluster.name, user: name }], currentContext: name });
+  const file = join(work, `${name}.kubeconfig`);
+  await writeFile(file, kc.exportConfig());
+  return file;
+}
+
 /** Nothing of the release is in the cluster: no namespace of its own, no Helm release record. */
 async function expectNothingApplied() {
   const namespaces = (await c.core.listNamespace()).items.map((n) => n.metadata!.name);
@@ -60,17 +70,7 @@ describe("icn-bootstrap deploy", () => {
   });
 
   it("refuses credentials the cluster does not accept, saying so", async () => {
-    const kc = loadKubeConfig(server.kubeconfigPath);
-    const stale = new KubeConfig();
-    stale.loadFromOptions({
-      clusters: [kc.getCurrentCluster()!],
-      users: [{ name: "stale", token: "not-a-token" }],
-      contexts: [{ name: "stale", cluster: kc.getCurrentCluster()!.name, user: "stale" }],
-      currentContext: "stale",
-    });
-    const file = join(work, "stale.kubeconfig");
-    await writeFile(file, stale.exportConfig());
-    const result = await deploy(file);
+    const result = await deploy(await kubeconfigWithToken("stale", "not-a-token"));
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toContain("refused the kubeconfig's credentials");
     await expectNothingApplied();
@@ -85,17 +85,7 @@ describe("icn-bootstrap deploy", () => {
         body: { spec: { audiences: [], expirationSeconds: 3600 } },
       })
     ).status!.token;
-    const kc = loadKubeConfig(server.kubeconfigPath);
-    const weak = new KubeConfig();
-    weak.loadFromOptions({
-      clusters: [kc.getCurrentCluster()!],
-      users: [{ name: "weak", token }],
-      contexts: [{ name: "weak", cluster: kc.getCurrentCluster()!.name, user: "weak" }],
-      currentContext: "weak",
-    });
-    const file = join(work, "weak.kubeconfig");
-    await writeFile(file, weak.exportConfig());
-    const result = await deploy(file);
+    const result = await deploy(await kubeconfigWithToken("weak", token));
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toContain("may not create customresourcedefinitions.apiextensions.k8s.io");
     expect(result.stderr).toContain("create deployments.apps in bpa-system");
