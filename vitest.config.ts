@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import LongestFirstSequencer from "./test/setup/longest-first.sequencer.js";
 
 // One project per test level (see DESIGN.md "Testing, honestly"). Run one with
 // `npx vitest run --project unit`; `npm test` runs them all.
@@ -8,6 +9,7 @@ export default defineConfig({
     hookTimeout: 30 * 60_000,
     pool: "forks",
     globalSetup: ["test/setup/scratch.global.ts"],
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts", "bpa/**/*.test.ts"] } },
       // A signed Debian archive made by the test on 127.0.0.1: pins as files, cache, pool, snapshot.
@@ -21,8 +23,12 @@ export default defineConfig({
           globalSetup: ["test/setup/kube.global.ts"],
         },
       },
-      // Image builds and QEMU boots share the stage cache and both cores: one file at a time.
-      { extends: true, test: { name: "image", include: ["test/image/**/*.test.ts", "test/boot/**/*.test.ts"], fileParallelism: false } },
+      // Image builds and QEMU boots, two files at a time after the other projects: a TCG
+      // boot keeps one core busy, builds share the stage cache (builder/stage-sharing.ts).
+      {
+        extends: true,
+        test: { name: "image", include: ["test/image/**/*.test.ts", "test/boot/**/*.test.ts"], maxWorkers: 2, sequence: { groupOrder: 1 } },
+      },
     ],
   },
 });

@@ -6,6 +6,7 @@ import { cacheRoot, sha256Text } from "./cache.js";
 import { parseSize } from "./definition.js";
 import { UserError } from "./errors.js";
 import { removeOnInterrupt } from "./interrupt.js";
+import { endLease, forgetLeases, isSharingFile, leasedByAnotherProcess, leaseStageOutput, lockStageOutput } from "./stage-sharing.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
 
 /** What a stage hands to the stages after it. */
@@ -59,7 +60,17 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   const key = sha256Text(JSON.stringify({ sources: sourceTexts.map(sha256Text), inputs })).slice(0, 24);
   const dir = join(stagesDir, stage.name, key);
 
-  const cached = await readComplete(dir);
+  await mkdir(join(stagesDir, stage.name), { recursive: true });
+  await leaseStageOutput(dir); // before looking: another build's pruning then leaves it alone
+  let cached = await readComplete(dir);
+  // Another build making the same output at this moment: wait for it rather than make it twice.
+  const unlock = cached
+    ? undefined
+    : await lockStageOutput(
+        dir,
+        async () => !(cached = await readComplete(dir)),
+        (holder) => log(stage.name, `waiting for another build (process ${holder}) that is making this stage's output`),
+      );
   if (cached) {
     const now = new Date();
     await utimes(join(dir, COMPLETE), now, now).catch(() => undefined); // marks it recently used for pruning
@@ -68,7 +79,23 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
     await keepStageCacheUnderLimit(stage.name, stagesDir);
     return { name: stage.name, key, dir, reused: true, seconds: 0, bytes: cached.bytes };
   }
+  try {
+    return await buildStage(stage, deps, stagesDir, { key, dir, inputs });
+  } catch (error) {
+    await endLease(dir);
+    throw error;
+  } finally {
+    await unlock?.();
+  }
+}
 
+async function buildStage<Deps>(
+  stage: Stage<Deps>,
+  deps: Deps,
+  stagesDir: string,
+  output: { key: string; dir: string; inputs: unknown },
+): Promise<StageResult> {
+  const { key, dir, inputs } = output;
   const work = `${dir}.partial-${process.pid}`;
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
@@ -95,14 +122,9 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   const seconds = (Date.now() - started) / 1000;
   const bytes = await treeBytes(work);
   await writeFile(join(work, COMPLETE), JSON.stringify({ key, seconds, bytes, inputs }, null, 2));
+  // Holding the lock, nothing else writes `dir`: what is there is a killed build's leftover.
   await rm(dir, { recursive: true, force: true });
-  try {
-    await rename(work, dir);
-  } catch (error) {
-    // Another build finished the same stage first: its output is equivalent, keep it.
-    if (!(await readComplete(dir))) throw error;
-    await rm(work, { recursive: true, force: true });
-  }
+  await rename(work, dir);
   usedByThisBuild.add(dir);
   log(stage.name, `done in ${formatSeconds(seconds * 1000)}, ${formatBytes(bytes)}`);
   await pruneStage(join(stagesDir, stage.name), KEEP_PER_STAGE);
@@ -152,20 +174,36 @@ function stageRun(name: string, out: string, logStream: WriteStream, logPath: st
   };
 }
 
-/** Removes all but the `keep` most recently used complete outputs of a stage (and their logs). */
+/** Removes all but the `keep` most recently used complete outputs of a stage (and their logs), sparing those another running build reads. */
 export async function pruneStage(stageDir: string, keep: number): Promise<void> {
   const entries = await readdir(stageDir).catch(() => [] as string[]);
   const complete: { name: string; used: number }[] = [];
   for (const name of entries) {
-    if (name.includes(".partial-") || name.endsWith(".log")) continue;
+    if (!isOutputName(name)) continue;
     const info = await stat(join(stageDir, name, COMPLETE)).catch(() => undefined);
     if (info) complete.push({ name, used: info.mtimeMs });
   }
   complete.sort((a, b) => b.used - a.used);
-  for (const { name } of complete.slice(keep)) {
-    await rm(join(stageDir, name), { recursive: true, force: true });
-    await rm(join(stageDir, `${name}.log`), { force: true });
+  for (const { name } of complete.slice(keep)) await removeOutput(join(stageDir, name));
+}
+
+function isOutputName(name: string): boolean {
+  return !name.includes(".partial-") && !name.endsWith(".log") && !isSharingFile(name);
+}
+
+/** Removes a cached output unless another running build reads it; renamed away first, so no one sees it half-removed. */
+async function removeOutput(dir: string): Promise<boolean> {
+  if (await leasedByAnotherProcess(dir)) return false;
+  const doomed = `${dir}.partial-removed-${process.pid}`;
+  try {
+    await rename(dir, doomed);
+  } catch {
+    return false; // another build removed it first
   }
+  await rm(doomed, { recursive: true, force: true });
+  await rm(`${dir}.log`, { force: true });
+  await forgetLeases(dir);
+  return true;
 }
 
 interface CachedOutput {
@@ -176,14 +214,15 @@ interface CachedOutput {
 
 /**
  * Removes the least recently used complete outputs of every stage until all of them
- * together take at most `limit` bytes; outputs in `keep` (the running build's) stay even
- * when they alone are over the limit. Returns what it removed.
+ * together take at most `limit` bytes; outputs in `keep` (the running build's) and those
+ * another running build reads stay, even when they alone are over the limit. Returns what
+ * it removed.
  */
 export async function pruneStageCache(stagesDir: string, limit: number, keep: ReadonlySet<string>): Promise<CachedOutput[]> {
   const outputs: CachedOutput[] = [];
   for (const stage of await readdir(stagesDir).catch(() => [] as string[])) {
     for (const name of await readdir(join(stagesDir, stage)).catch(() => [] as string[])) {
-      if (name.includes(".partial-") || name.endsWith(".log")) continue;
+      if (!isOutputName(name)) continue;
       const dir = join(stagesDir, stage, name);
       const info = await stat(join(dir, COMPLETE)).catch(() => undefined);
       const complete = info && (await readComplete(dir));
@@ -194,8 +233,7 @@ export async function pruneStageCache(stagesDir: string, limit: number, keep: Re
   const removed: CachedOutput[] = [];
   for (const output of outputs.filter((o) => !keep.has(o.dir)).sort((a, b) => a.used - b.used)) {
     if (total <= limit) break;
-    await rm(output.dir, { recursive: true, force: true });
-    await rm(`${output.dir}.log`, { force: true });
+    if (!(await removeOutput(output.dir))) continue;
     total -= output.bytes;
     removed.push(output);
   }

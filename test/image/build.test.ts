@@ -269,6 +269,11 @@ describe("rebuilds and bad input", () => {
     const cache = process.env.ICN_BOOTSTRAP_CACHE ?? join(process.env.HOME ?? "/root", ".cache/icn-bootstrap");
     const partial = (await readdir(join(cache, "stages", "image"))).filter((n) => n.includes(`.partial-${child.pid}`) && !n.endsWith(".log"));
     expect(partial).toEqual([]);
+    // Nor a lock that would make the next build wait for it (builds running at once wait for the lock's holder).
+    const stageDir = join(cache, "stages", "image");
+    const locks = (await readdir(stageDir)).filter((n) => n.endsWith(".lock"));
+    const holders = await Promise.all(locks.map((n) => readFile(join(stageDir, n), "utf8").catch(() => "")));
+    expect(holders).not.toContain(String(child.pid));
   });
 
   it.runIf(process.getuid?.() === 0)(

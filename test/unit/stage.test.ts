@@ -1,8 +1,15 @@
-import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { execa } from "execa";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { pruneStageCache, runStage, stageCacheLimit, type Stage } from "../../builder/stage.js";
+import { isSharingFile } from "../../builder/stage-sharing.js";
+
+/** A stage's cached outputs and their logs, without the files that coordinate builds running at once. */
+async function cacheEntries(dir: string): Promise<string[]> {
+  return (await readdir(dir)).filter((e) => !isSharingFile(e));
+}
 
 async function fixture() {
   const dir = await mkdtemp(join(tmpdir(), "icn-stage-"));
@@ -56,7 +63,7 @@ describe("stage cache", () => {
     await expect(runStage(countingStage(source, calls, true), { value: "x" }, cache)).rejects.toThrow(
       /stage demo: 'sh' failed \(exit code 3\):\s+something broke/,
     );
-    const entries = await readdir(join(cache, "demo"));
+    const entries = await cacheEntries(join(cache, "demo"));
     expect(entries.filter((e) => !e.endsWith(".log"))).toEqual([]);
     // The next run builds again instead of reusing a broken output.
     const retry = await runStage(countingStage(source, calls), { value: "x" }, cache);
@@ -74,7 +81,7 @@ describe("stage cache pruning", () => {
     await new Promise((r) => setTimeout(r, 20));
     expect((await runStage(countingStage(source, calls), { value: "c" }, cache)).reused).toBe(true);
     await runStage(countingStage(source, calls), { value: "f" }, cache);
-    const left = (await readdir(join(cache, "demo"))).filter((e) => !e.endsWith(".log")).sort();
+    const left = (await cacheEntries(join(cache, "demo"))).filter((e) => !e.endsWith(".log")).sort();
     expect(left).toEqual([keys[2], keys[4], (await runStage(countingStage(source, calls), { value: "f" }, cache)).key].sort());
   });
 });
@@ -102,8 +109,8 @@ describe("stage cache size limit", () => {
     // 1.5 MiB cached; a 900 KiB limit keeps the running build's two outputs (768 KiB) only.
     const removed = await pruneStageCache(cache, 900 * 1024, new Set([newRootfs.dir, newDisk.dir]));
     expect(removed.map((r) => r.dir)).toEqual([oldRootfs.dir, oldDisk.dir]);
-    expect((await readdir(join(cache, "rootfs"))).filter((e) => !e.endsWith(".log"))).toEqual([newRootfs.key]);
-    expect((await readdir(join(cache, "disk"))).filter((e) => !e.endsWith(".log"))).toEqual([newDisk.key]);
+    expect((await cacheEntries(join(cache, "rootfs"))).filter((e) => !e.endsWith(".log"))).toEqual([newRootfs.key]);
+    expect((await cacheEntries(join(cache, "disk"))).filter((e) => !e.endsWith(".log"))).toEqual([newDisk.key]);
     // Over the limit by the running build's own outputs alone: nothing of it goes.
     expect(await pruneStageCache(cache, 1024, new Set([newRootfs.dir, newDisk.dir]))).toEqual([]);
     // A build that does not use it any more lets the older one go first.
@@ -123,5 +130,69 @@ describe("stage cache size limit", () => {
       if (saved === undefined) delete process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT;
       else process.env.ICN_BOOTSTRAP_STAGE_CACHE_LIMIT = saved;
     }
+  });
+});
+
+describe("one stage cache shared by builds running at once", () => {
+  function slowStage(source: string, calls: { n: number }): Stage<{ value: string }> {
+    return {
+      name: "shared",
+      sources: [source],
+      inputs: ({ value }) => ({ value }),
+      async build(run, { value }) {
+        calls.n++;
+        await new Promise((r) => setTimeout(r, 300));
+        await writeFile(join(run.out, "output.txt"), `${value} #${calls.n}`);
+      },
+    };
+  }
+
+  /** A process id that is certainly not running: a child that has exited. */
+  async function deadPid(): Promise<number> {
+    const child = execa("true");
+    await child;
+    return child.pid!;
+  }
+
+  it("makes an output once when two builds need it at the same moment; the second waits and reuses it", async () => {
+    const { cache, source } = await fixture();
+    const calls = { n: 0 };
+    const [a, b] = await Promise.all([runStage(slowStage(source, calls), { value: "v" }, cache), runStage(slowStage(source, calls), { value: "v" }, cache)]);
+    expect(calls.n).toBe(1);
+    expect([a.reused, b.reused].sort()).toEqual([false, true]);
+    expect(b.dir).toBe(a.dir);
+    expect(await readFile(join(a.dir, "output.txt"), "utf8")).toBe("v #1");
+    // The lock is gone once the output is there.
+    expect((await readdir(join(cache, "shared"))).filter((e) => e.endsWith(".lock"))).toEqual([]);
+  });
+
+  it("takes over the lock of a build that was killed, and makes the output", async () => {
+    const { cache, source } = await fixture();
+    const calls = { n: 0 };
+    const first = await runStage(slowStage(source, calls), { value: "w" }, cache);
+    await rm(first.dir, { recursive: true });
+    await writeFile(`${first.dir}.lock`, String(await deadPid()));
+    const again = await runStage(slowStage(source, calls), { value: "w" }, cache);
+    expect(again.reused).toBe(false);
+    expect(calls.n).toBe(2);
+    expect(await readFile(join(again.dir, "output.txt"), "utf8")).toBe("w #2");
+  });
+
+  it("never prunes an output another running build reads; a lease whose build is gone does not count", async () => {
+    const { cache, source } = await fixture();
+    const calls = { n: 0 };
+    const output = await runStage(slowStage(source, calls), { value: "x" }, cache);
+    const reader = execa("sleep", ["60"]);
+    try {
+      await writeFile(`${output.dir}.in-use-${reader.pid}`, "");
+      expect(await pruneStageCache(cache, 0, new Set())).toEqual([]);
+      expect(await readFile(join(output.dir, "output.txt"), "utf8")).toBe("x #1");
+    } finally {
+      reader.kill();
+      await reader.catch(() => undefined);
+    }
+    await writeFile(`${output.dir}.in-use-${await deadPid()}`, "");
+    expect((await pruneStageCache(cache, 0, new Set())).map((r) => r.dir)).toEqual([output.dir]);
+    expect(await readdir(join(cache, "shared"))).toEqual([]);
   });
 });

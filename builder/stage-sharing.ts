@@ -1,0 +1,123 @@
+import { unlinkSync } from "node:fs";
+import { open, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
+/**
+ * Several builds may share one stage cache at once (two terminals, or the test suite's
+ * files two at a time). Two files beside each output directory keep them out of each
+ * other's way, both named by the process id that owns them:
+ * - `<output>.lock`: the one build making this output; the others wait for it, then reuse it;
+ * - `<output>.in-use-<pid>`: a build that reads this output; pruning leaves it alone.
+ * A file whose process is gone (killed, the machine restarted) counts as absent.
+ */
+const LOCK_SUFFIX = ".lock";
+const LEASE_MARK = ".in-use-";
+const WAIT_POLL_MS = 2_000;
+
+/** Names beside the outputs that are not outputs. */
+export function isSharingFile(name: string): boolean {
+  return name.endsWith(LOCK_SUFFIX) || name.includes(LEASE_MARK);
+}
+
+export function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Takes the lock on making `output`, waiting while another live process holds it.
+ * `stillNeeded` is asked after every wait: when it says no (the other build finished the
+ * output), returns undefined without taking the lock. Otherwise returns the release.
+ */
+export async function lockStageOutput(
+  output: string,
+  stillNeeded: () => Promise<boolean>,
+  onWait: (holder: number) => void,
+): Promise<(() => Promise<void>) | undefined> {
+  const lock = `${output}${LOCK_SUFFIX}`;
+  let announced = false;
+  for (;;) {
+    if (!(await stillNeeded())) return undefined;
+    try {
+      const handle = await open(lock, "wx");
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      const release = () => unlinkIfOurs(lock);
+      leases.add(lock);
+      return async () => {
+        leases.delete(lock);
+        await release();
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const holder = Number((await readFile(lock, "utf8").catch(() => "")).trim());
+    if (!processAlive(holder)) {
+      // Its build was killed: nothing of it is complete (outputs are renamed into place last).
+      await rm(lock, { force: true });
+      continue;
+    }
+    if (!announced) onWait(holder);
+    announced = true;
+    await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+  }
+}
+
+async function unlinkIfOurs(path: string): Promise<void> {
+  const holder = Number((await readFile(path, "utf8").catch(() => "")).trim());
+  if (holder === process.pid) await rm(path, { force: true });
+}
+
+/** This process's lock and lease files, removed when it exits however it exits (short of SIGKILL). */
+const leases = new Set<string>();
+process.once("exit", () => {
+  for (const path of leases) {
+    try {
+      unlinkSync(path);
+    } catch {
+      // already gone
+    }
+  }
+});
+
+/** Marks `output` as read by this process until it exits. */
+export async function leaseStageOutput(output: string): Promise<void> {
+  const lease = `${output}${LEASE_MARK}${process.pid}`;
+  if (leases.has(lease)) return;
+  await writeFile(lease, "");
+  leases.add(lease);
+}
+
+/** Ends this process's lease of `output` (its stage failed: there is nothing to read). */
+export async function endLease(output: string): Promise<void> {
+  const lease = `${output}${LEASE_MARK}${process.pid}`;
+  leases.delete(lease);
+  await rm(lease, { force: true });
+}
+
+/** Whether a live process other than this one reads `output` (stale leases are removed on the way). */
+export async function leasedByAnotherProcess(output: string): Promise<boolean> {
+  const prefix = `${basename(output)}${LEASE_MARK}`;
+  let leased = false;
+  for (const name of await readdir(dirname(output)).catch(() => [] as string[])) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length));
+    if (pid === process.pid) continue;
+    if (processAlive(pid)) leased = true;
+    else await rm(join(dirname(output), name), { force: true });
+  }
+  return leased;
+}
+
+/** Removes every lease file of `output` (it is being deleted). */
+export async function forgetLeases(output: string): Promise<void> {
+  const prefix = `${basename(output)}${LEASE_MARK}`;
+  for (const name of await readdir(dirname(output)).catch(() => [] as string[])) {
+    if (name.startsWith(prefix)) await rm(join(dirname(output), name), { force: true });
+  }
+}
