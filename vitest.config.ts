@@ -24,7 +24,7 @@ export default defineConfig({
         },
       },
       // Image builds and QEMU boots, two files at a time after the other projects: a TCG
-      // boot keeps one core busy, builds share the stage cache (builder/stage-sharing.ts).
+      // boot keeps one core busy, builds share the stage cache (builder/cache-sharing.ts).
       {
         extends: true,
         test: { name: "image", include: ["test/image/**/*.test.ts", "test/boot/**/*.test.ts"], maxWorkers: 2, sequence: { groupOrder: 1 } },

@@ -6,7 +6,7 @@ import { cacheRoot, sha256Text } from "./cache.js";
 import { parseSize } from "./definition.js";
 import { UserError } from "./errors.js";
 import { removeOnInterrupt } from "./interrupt.js";
-import { endLease, forgetLeases, isSharingFile, leasedByAnotherProcess, leaseStageOutput, lockStageOutput } from "./stage-sharing.js";
+import { endLease, forgetLeases, isSharingFile, leasedByAnotherProcess, leaseStageOutput, lockOutput } from "./cache-sharing.js";
 import { formatBytes, formatSeconds, log } from "./log.js";
 
 /** What a stage hands to the stages after it. */
@@ -66,7 +66,7 @@ export async function runStage<Deps>(stage: Stage<Deps>, deps: Deps, stagesDir: 
   // Another build making the same output at this moment: wait for it rather than make it twice.
   const unlock = cached
     ? undefined
-    : await lockStageOutput(
+    : await lockOutput(
         dir,
         async () => !(cached = await readComplete(dir)),
         (holder) => log(stage.name, `waiting for another build (process ${holder}) that is making this stage's output`),

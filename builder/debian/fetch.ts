@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { cacheRoot, ContentStore, tempSibling } from "../cache.js";
+import { withOutputLock } from "../cache-sharing.js";
 import { UserError } from "../errors.js";
 import { formatBytes, formatSeconds, log } from "../log.js";
 import { debianSets, type LockFile } from "../lockfile.js";
@@ -204,5 +205,10 @@ async function downloadVerified(url: string, pin: PinnedPackage, store: ContentS
 export async function ensureLockedDebs(lock: LockFile, opts: EnsureOptions = {}): Promise<DebOrigin[]> {
   const unique = new Map<string, [string, PinnedPackage]>();
   for (const set of debianSets(lock)) for (const [name, pin] of Object.entries(set.packages)) unique.set(pin.sha256, [name, pin]);
-  return ensureDebs([...unique.values()], lock.debian, opts);
+  // Builds running at once fetch once: the others wait, then find the packages cached.
+  return withOutputLock(
+    join(cacheRoot(), "locks", "debian-packages"),
+    () => ensureDebs([...unique.values()], lock.debian, opts),
+    (holder) => log("debian", `waiting for another build (process ${holder}) that is fetching the pinned packages`),
+  );
 }

@@ -3,6 +3,7 @@ import { execa } from "execa";
 import { dirname, join, resolve } from "node:path";
 import yaml from "js-yaml";
 import { cacheRoot, ContentStore } from "../cache.js";
+import { withOutputLock } from "../cache-sharing.js";
 import { UserError } from "../errors.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
@@ -132,9 +133,14 @@ export async function ensureArtifacts(opts: EnsureOptions = {}): Promise<Artifac
   };
   const results: ArtifactResult[] = [];
   for (const target of targets) {
-    if (target.source === "gomod") results.push(await ensureGoModBinary(target.name, target.entry, target.package, ctx));
-    else if (target.source === "gosrc") results.push(await ensureGoSrcBinary(target.name, target.entryName, target.entry, target.package, ctx, opts));
-    else results.push(await ensureUrlFile(target.name, target.entry, ctx, opts));
+    // Builds running at once (the test suite's) make each artifact once: the others wait, then find it cached.
+    const lock = join(cacheRoot(), "locks", `artifact-${target.entry.profile}-${target.name}`);
+    const ensure = () => {
+      if (target.source === "gomod") return ensureGoModBinary(target.name, target.entry, target.package, ctx);
+      if (target.source === "gosrc") return ensureGoSrcBinary(target.name, target.entryName, target.entry, target.package, ctx, opts);
+      return ensureUrlFile(target.name, target.entry, ctx, opts);
+    };
+    results.push(await withOutputLock(lock, ensure, (holder) => ctx.log(target.name, `waiting for another build (process ${holder}) that is making it`)));
   }
   return results;
 }

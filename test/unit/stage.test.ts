@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { pruneStageCache, runStage, stageCacheLimit, type Stage } from "../../builder/stage.js";
-import { isSharingFile } from "../../builder/stage-sharing.js";
+import { isSharingFile, withOutputLock } from "../../builder/cache-sharing.js";
 
 /** A stage's cached outputs and their logs, without the files that coordinate builds running at once. */
 async function cacheEntries(dir: string): Promise<string[]> {
@@ -164,6 +164,22 @@ describe("one stage cache shared by builds running at once", () => {
     expect(await readFile(join(a.dir, "output.txt"), "utf8")).toBe("v #1");
     // The lock is gone once the output is there.
     expect((await readdir(join(cache, "shared"))).filter((e) => e.endsWith(".lock"))).toEqual([]);
+  });
+
+  it("makes an artifact in one process at a time: the other waits for the lock, then runs", async () => {
+    const { cache } = await fixture();
+    const spans: number[][] = [];
+    const make = async () => {
+      const start = Date.now();
+      await new Promise((r) => setTimeout(r, 200));
+      spans.push([start, Date.now()]);
+    };
+    const lock = join(cache, "locks", "artifact-default-demo");
+    const waits: number[] = [];
+    await Promise.all([withOutputLock(lock, make, (holder) => waits.push(holder)), withOutputLock(lock, make, (holder) => waits.push(holder))]);
+    spans.sort((a, b) => a[0]! - b[0]!);
+    expect(spans[1]![0]).toBeGreaterThanOrEqual(spans[0]![1]!);
+    expect(waits).toEqual([process.pid]);
   });
 
   it("takes over the lock of a build that was killed, and makes the output", async () => {

@@ -1,13 +1,14 @@
 import { unlinkSync } from "node:fs";
-import { open, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /**
- * Several builds may share one stage cache at once (two terminals, or the test suite's
- * files two at a time). Two files beside each output directory keep them out of each
- * other's way, both named by the process id that owns them:
- * - `<output>.lock`: the one build making this output; the others wait for it, then reuse it;
- * - `<output>.in-use-<pid>`: a build that reads this output; pruning leaves it alone.
+ * Several builds may share one cache at once (two terminals, or the test suite's files two
+ * at a time). Files beside an output keep them out of each other's way, each holding or
+ * named by the id of the process that owns it:
+ * - `<output>.lock`: the one build making this output (a stage's, a Go binary); the others
+ *   wait for it, then reuse what it made;
+ * - `<output>.in-use-<pid>`: a build that reads this stage output; pruning leaves it alone.
  * A file whose process is gone (killed, the machine restarted) counts as absent.
  */
 const LOCK_SUFFIX = ".lock";
@@ -34,7 +35,7 @@ export function processAlive(pid: number): boolean {
  * `stillNeeded` is asked after every wait: when it says no (the other build finished the
  * output), returns undefined without taking the lock. Otherwise returns the release.
  */
-export async function lockStageOutput(
+export async function lockOutput(
   output: string,
   stillNeeded: () => Promise<boolean>,
   onWait: (holder: number) => void,
@@ -65,6 +66,17 @@ export async function lockStageOutput(
     if (!announced) onWait(holder);
     announced = true;
     await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+  }
+}
+
+/** Runs `make` holding the lock on `output`: one process at a time makes it, the others wait and then find it made. */
+export async function withOutputLock<T>(output: string, make: () => Promise<T>, onWait: (holder: number) => void): Promise<T> {
+  await mkdir(dirname(output), { recursive: true });
+  const unlock = (await lockOutput(output, async () => true, onWait))!;
+  try {
+    return await make();
+  } finally {
+    await unlock();
   }
 }
 
