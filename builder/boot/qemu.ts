@@ -217,6 +217,8 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
   return args;
 }
 
+const SYSTEMD_TROUBLE = /\bFAILED\b|Dependency failed|ordering cycle|Timed out|A start job is running|Failed to start/;
+
 function consolePath(work: string): string {
   return join(work, "console.log");
 }
@@ -225,6 +227,8 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   const started = Date.now();
   const lastLines: string[] = [];
   const markerLines: string[] = [];
+  // systemd's complaints anywhere in the boot: the last 40 lines alone may not show why it stalled.
+  const trouble: string[] = [];
   let readyLine: string | undefined;
   let failure: string | undefined;
   let powerCut = false;
@@ -247,6 +251,12 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
     lastLines.push(line);
     if (lastLines.length > 40) lastLines.shift();
     if (line.includes("ICN-BOOTSTRAP")) markerLines.push(line);
+    // A start job's line repeats with its timer: keep one per job.
+    const complaint = line
+      .replace(/\x1b\[[0-9;]*m/g, "")
+      .replace(/\(\d+(min )?\s*\d*s \/ [^)]*\)/, "")
+      .trim();
+    if (SYSTEMD_TROUBLE.test(complaint) && trouble.length < 20 && !trouble.includes(complaint)) trouble.push(complaint);
     options.onLine?.(line);
     if (readyLine && options.keepRunning) return; // already handed to the caller
     const ready = (options.readyPattern ?? READY_MARKER).exec(line);
@@ -290,7 +300,9 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   const result = await exited;
   await tail.stop(); // the last lines QEMU wrote, the ready marker perhaps among them
   if (!readyLine && !failure && !powerCut) {
-    const seen = markerLines.length ? ` (console lines naming ICN-BOOTSTRAP: ${markerLines.join(" | ")})` : "";
+    const seen =
+      (markerLines.length ? ` (console lines naming ICN-BOOTSTRAP: ${markerLines.join(" | ")})` : "") +
+      (trouble.length ? ` (systemd reported: ${trouble.join(" | ")})` : "");
     failure = timedOut
       ? `no ready marker within ${options.timeoutSeconds}s${seen}`
       : `QEMU exited (${result.exitCode ?? result.signal}): ${String(result.stderr ?? "")
