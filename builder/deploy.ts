@@ -12,6 +12,7 @@ import { ApiException, AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, Ver
 import { execa } from "execa";
 import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
 import { UserError } from "./errors.js";
+import { pushImagesBundle, type PushOptions } from "./images-bundle.js";
 import { artifactPaths } from "./sources/index.js";
 
 /** The chart's ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) is there from 1.30. */
@@ -44,6 +45,9 @@ export interface DeployRequest {
   release: string;
   /** Seconds to wait for the Deployments; 0: do not wait. */
   waitSeconds: number;
+  /** An images bundle (`icn-bootstrap bundle`) to push into `push.registry` before installing; the chart then pulls from there. */
+  images?: string;
+  push?: Omit<PushOptions, "log">;
   log: (message: string) => void;
 }
 
@@ -64,6 +68,7 @@ export async function deploy(request: DeployRequest): Promise<void> {
   const helm = (await artifactPaths(["helm"])).helm;
   const args = ["upgrade", "--install", request.release, chart, "--kubeconfig", resolve(request.kubeconfig), "--namespace", "default"];
   if (request.values) args.push("--values", resolve(request.values));
+  if (request.push) args.push("--set", `images.registry=${request.push.registry}`);
   const dryRun = await execa(helm, [...args, "--dry-run=server"], { reject: false });
   if (dryRun.exitCode !== 0)
     throw new UserError(
@@ -71,6 +76,11 @@ export async function deploy(request: DeployRequest): Promise<void> {
       "fix what it names (values: docs/developer-path.md, 'Values'), then run deploy again",
     );
   request.log(`dry run on the server: ${request.release} accepted`);
+  if (request.images && request.push) {
+    request.log(`pushing ${request.images} into ${request.push.registry}`);
+    const pushed = await pushImagesBundle(request.images, { ...request.push, log: request.log });
+    request.log(`${pushed.length} images and charts in ${request.push.registry}, digests unchanged`);
+  }
   const applied = await execa(helm, args, { reject: false });
   if (applied.exitCode !== 0)
     throw new UserError(

@@ -8,6 +8,7 @@ export const deployCommand: Command = {
   name: "deploy",
   summary: "install or upgrade the components' Helm chart (BPA, Metal3, Ironic) on a Kubernetes cluster of your own",
   usage: `usage: icn-bootstrap deploy --kubeconfig FILE [--values FILE] [--chart FILE] [--release NAME] [--wait SECONDS]
+                            [--images FILE --push-to REGISTRY [--push-insecure] [--push-authfile FILE] [--push-cert-dir DIR]]
 
 Installs the infra-local-controller chart (the BPA operator and REST API, Metal3's
 baremetal-operator, Ironic) with the pinned Helm, or upgrades it when the release exists.
@@ -24,6 +25,18 @@ a dry run of the whole release on the server. Then it waits for the Deployments.
   --wait SECONDS     how long to wait for the Deployments to be available (default 1800;
                      0: do not wait)
 
+Offline, with the images in a registry of yours (the cluster's nodes must pull from it):
+  --images FILE      the images bundle ('icn-bootstrap bundle': out/<name>-images.tar)
+  --push-to HOST[:PORT]
+                     the registry to push them into, under the same paths and digests;
+                     sets the chart's images.registry to it. Pushed after the dry run,
+                     before anything is installed
+  --push-insecure    the registry speaks plain HTTP or has a certificate not to verify
+  --push-authfile FILE
+                     its credentials, as 'skopeo login --authfile FILE' writes them
+  --push-cert-dir DIR
+                     a directory with the registry's CA as ca.crt
+
 The site CA, the REST API's certificate and the credentials are made at install and kept by
 later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces stay.`,
   async run(argv) {
@@ -33,7 +46,16 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       chart: { type: "string" },
       release: { type: "string", default: "icn" },
       wait: { type: "string", default: "1800" },
+      images: { type: "string" },
+      "push-to": { type: "string" },
+      "push-insecure": { type: "boolean" },
+      "push-authfile": { type: "string" },
+      "push-cert-dir": { type: "string" },
     });
+    if (Boolean(values.images) !== Boolean(values["push-to"]))
+      throw new UserError("deploy: --images and --push-to go together", "give the bundle and the registry to push it into, or neither");
+    if (values["push-to"] && !/^[a-zA-Z0-9.-]+(:\d+)?$/.test(values["push-to"]))
+      throw new UserError(`deploy: --push-to ${values["push-to"]}`, "a registry's host or host:port, without a scheme or path (e.g. registry.lab:5000)");
     if (!values.kubeconfig) throw new UserError("deploy: --kubeconfig is required", "pass the kubeconfig of the cluster to install on");
     const waitSeconds = Number(values.wait);
     if (!Number.isInteger(waitSeconds) || waitSeconds < 0) throw new UserError(`deploy: --wait ${values.wait}`, "give whole seconds, 0 or more");
@@ -45,6 +67,10 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       chart: values.chart,
       release: values.release!,
       waitSeconds,
+      images: values.images,
+      push: values["push-to"]
+        ? { registry: values["push-to"], insecure: values["push-insecure"], authfile: values["push-authfile"], certDir: values["push-cert-dir"] }
+        : undefined,
       log: (message) => log("deploy", message),
     });
   },

@@ -1,5 +1,6 @@
 import { bootTestCommand } from "./boot-test.js";
 import { buildCommand } from "./build.js";
+import { bundleCommand } from "./bundle.js";
 import { deployCommand } from "./deploy.js";
 import type { Command } from "./command.js";
 import { fetchCommand } from "./fetch.js";
@@ -20,5 +21,6 @@ export const commands: Command[] = [
   verifyCommand,
   siteCommand,
   uploadCommand,
+  bundleCommand,
   deployCommand,
 ];

@@ -5,26 +5,36 @@
  * refuses before anything is applied (no cluster, too few permissions, bad values), and
  * that a deploy installs the release and a second one upgrades it, keeping its CA.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadKubeConfig, makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { supportedVersion } from "../../builder/deploy.js";
+import { writeImagesBundle } from "../../builder/images-bundle.js";
+import { freePort, startRegistry } from "../../builder/registry/server.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { runCli } from "../helpers/cli.js";
 import { writeControllerChart, type ControllerChart } from "../helpers/controller-chart.js";
+import { makeImagesStage } from "../helpers/images-stage.js";
 
 let work: string;
 let server: KubeTestServer;
 let chart: ControllerChart;
 let c: Clients;
+/** A small images bundle (two images) for --images. */
+let bundle: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-deploy-"));
   [server, chart] = await Promise.all([startKubeTestServer({ readyTimeoutMs: 10 * 60_000 }), writeControllerChart(work)]);
   c = makeClients(loadKubeConfig(server.kubeconfigPath));
+  const stage = join(work, "images-stage");
+  await mkdir(stage);
+  await makeImagesStage(stage, join(work, "store"));
+  bundle = join(work, "images.tar");
+  await writeImagesBundle(stage, bundle);
 }, 30 * 60_000);
 afterAll(async () => {
   await server?.stop();
@@ -103,6 +113,17 @@ describe("icn-bootstrap deploy", () => {
     await expectNothingApplied();
   });
 
+  it("refuses --images without --push-to, and a registry that does not take the bundle, before anything is applied", async () => {
+    const alone = await deploy(server.kubeconfigPath, "--images", bundle, "--wait", "0");
+    expect(alone.exitCode).toBe(1);
+    expect(alone.stderr).toContain("--images and --push-to go together");
+    const nowhere = `127.0.0.1:${await freePort()}`;
+    const result = await deploy(server.kubeconfigPath, "--images", bundle, "--push-to", nowhere, "--push-insecure", "--wait", "0");
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(`cannot push ${nowhere}/icn/bpa:0.1.0`);
+    await expectNothingApplied();
+  });
+
   it("installs the release with progress, then a second deploy upgrades it and keeps its CA", async () => {
     const first = await deploy(server.kubeconfigPath, "--wait", "0");
     expect(first.exitCode, first.all).toBe(0);
@@ -117,6 +138,24 @@ describe("icn-bootstrap deploy", () => {
     expect((await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-site-ca" })).data!["tls.crt"]).toBe(ca);
     const releases = (await c.core.listNamespacedSecret({ namespace: "default", labelSelector: "owner=helm,name=icn" })).items;
     expect(releases.map((s) => s.metadata!.labels!.version).sort()).toEqual(["1", "2"]);
+  });
+
+  it("pushes an images bundle into the registry given, then upgrades the release to pull from it", async () => {
+    const registry = await startRegistry(join(work, "registry"));
+    try {
+      const result = await deploy(server.kubeconfigPath, "--images", bundle, "--push-to", registry.address, "--push-insecure", "--wait", "0");
+      expect(result.exitCode, result.all).toBe(0);
+      expect(result.stderr).toMatch(/2\/2 icn\/ironic:29\.0\.5 sha256:/);
+      expect(result.stderr).toContain(`2 images and charts in ${registry.address}, digests unchanged`);
+      // Pushed before the release changed: the upgrade comes after.
+      expect(result.stderr.indexOf("digests unchanged")).toBeLessThan(result.stderr.indexOf("icn installed"));
+      const operator = await c.apps.readNamespacedDeployment({ namespace: "bpa-system", name: "bpa-operator" });
+      expect(operator.spec!.template.spec!.containers[0]!.image).toMatch(new RegExp(`^${registry.address}/icn/bpa[:@]`));
+      const tags = (await (await fetch(`${registry.url}/v2/icn/bpa/tags/list`)).json()) as { tags: string[] };
+      expect(tags.tags.sort()).toEqual(["0.1.0", "latest"]);
+    } finally {
+      await registry.stop();
+    }
   });
 
   it("says which Deployments did not come up, and why, when they are not available in time", async () => {
