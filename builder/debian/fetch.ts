@@ -24,6 +24,9 @@ import type { DebianSources, PinnedPackage } from "./schema.js";
 
 export type DebSource = "cache" | "pool" | "snapshot";
 
+/** What a pinned file is fetched by: the archives, and the snapshot archive at the recorded index dates. */
+export type FetchSources = Pick<DebianSources, "archives" | "snapshot" | "indexes">;
+
 export interface DebOrigin {
   name: string;
   version: string;
@@ -87,7 +90,7 @@ export interface EnsureOptions {
 /** Makes every pinned file present in the cache (downloading what is missing) or fails naming each one that cannot be had. */
 export async function ensureDebs(
   packages: Record<string, PinnedPackage> | [string, PinnedPackage][],
-  sources: DebianSources,
+  sources: FetchSources,
   opts: EnsureOptions = {},
 ): Promise<DebOrigin[]> {
   const store = opts.store ?? new ContentStore();
@@ -205,10 +208,29 @@ async function downloadVerified(url: string, pin: PinnedPackage, store: ContentS
 export async function ensureLockedDebs(lock: LockFile, opts: EnsureOptions = {}): Promise<DebOrigin[]> {
   const unique = new Map<string, [string, PinnedPackage]>();
   for (const set of debianSets(lock)) for (const [name, pin] of Object.entries(set.packages)) unique.set(pin.sha256, [name, pin]);
-  // Builds running at once fetch once: the others wait, then find the packages cached.
+  return ensureDebsShared([...unique.values()], lock.debian, opts);
+}
+
+/**
+ * The files of one pinned set, where a root is made from them: a stage run on its own (the
+ * cgo toolchain a Go build needs, a test's single section) may come before any build
+ * fetched the lock's files. Nothing is fetched when they are all cached.
+ */
+export async function ensureSetDebs(packages: Record<string, PinnedPackage>, sources: FetchSources): Promise<void> {
+  const store = new ContentStore();
+  for (const pin of Object.values(packages)) {
+    if (!(await store.has(pin.sha256))) {
+      await ensureDebsShared(Object.entries(packages), sources, { store });
+      return;
+    }
+  }
+}
+
+/** Builds running at once fetch once: the others wait, then find the packages cached. */
+function ensureDebsShared(packages: [string, PinnedPackage][], sources: FetchSources, opts: EnsureOptions): Promise<DebOrigin[]> {
   return withOutputLock(
     join(cacheRoot(), "locks", "debian-packages"),
-    () => ensureDebs([...unique.values()], lock.debian, opts),
+    () => ensureDebs(packages, sources, opts),
     (holder) => log("debian", `waiting for another build (process ${holder}) that is fetching the pinned packages`),
   );
 }

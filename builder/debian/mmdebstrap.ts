@@ -11,13 +11,15 @@ import { stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { UserError } from "../errors.js";
 import type { StageRun } from "../stage.js";
+import { ensureSetDebs } from "./fetch.js";
 import { withLocalRepo } from "./local-repo.js";
 import { sourcesLines, type DebianSources, type PinnedPackage } from "./schema.js";
 
 export type PackageChoice = { pinned: Record<string, PinnedPackage> } | { resolve: string[] };
 
 export interface MmdebstrapRun {
-  sources: Pick<DebianSources, "suite" | "archives" | "components" | "keyring">;
+  /** With `snapshot` and `indexes`, a pinned file missing from the cache is fetched (pool, then snapshot); without, it fails. */
+  sources: Pick<DebianSources, "suite" | "archives" | "components" | "keyring"> & Partial<Pick<DebianSources, "snapshot" | "indexes">>;
   variant: "apt" | "minbase" | "custom";
   /** `chrootless` installs with the host's dpkg (no dpkg needed in the set): the toy archives of the tests. */
   mode?: "unshare" | "chrootless";
@@ -67,6 +69,8 @@ export async function mmdebstrap(exec: StageRun["exec"], run: MmdebstrapRun, cho
     await exec("mmdebstrap", args(choice.resolve, sourcesLines(run.sources)), { env });
     return;
   }
+  const { snapshot, indexes } = run.sources;
+  if (indexes) await ensureSetDebs(choice.pinned, { archives: run.sources.archives, snapshot: snapshot ?? "", indexes });
   const include = Object.entries(choice.pinned).map(([name, pin]) => `${name}=${pin.version}`);
   await withLocalRepo(run.sources.suite, choice.pinned, (line) => exec("mmdebstrap", args(include, [line]), { env }));
 }

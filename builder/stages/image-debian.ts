@@ -55,12 +55,13 @@ const DPKG_EXCLUDES = [
   "path-exclude=/usr/share/locale/*",
 ];
 
-export type DebianSource = Pick<DebianSources, "suite" | "components" | "archives" | "keyring">;
+/** The archives (the stages' inputs), and where a pinned file missing from the cache is fetched from (not inputs: the file's sha256 is). */
+export type DebianSource = Pick<DebianSources, "suite" | "components" | "archives" | "keyring"> & Partial<Pick<DebianSources, "snapshot" | "indexes">>;
 
 /** The lock file's Debian archives, as the image stages take them. */
 export function debianSource(lock: Pick<LockFile, "debian">): DebianSource {
-  const { suite, components, archives, keyring } = lock.debian;
-  return { suite, components, archives, ...(keyring ? { keyring } : {}) };
+  const { suite, components, archives, keyring, snapshot, indexes } = lock.debian;
+  return { suite, components, archives, ...(keyring ? { keyring } : {}), snapshot, indexes };
 }
 
 export interface ImageBaseDeps {
