@@ -4,7 +4,7 @@
  * and lists the npm packages the bundle holds in out/bpa/bpa.packages.json (name,
  * version, license of each, from esbuild's record of its inputs) for the image and the SBOM.
  */
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { build } from "esbuild";
 
@@ -22,12 +22,20 @@ const result = await build({
   minify: false,
   legalComments: "eof",
   metafile: true,
+  write: false,
   logLevel: "warning",
   // Some dependencies are CommonJS and call require(); give the ESM bundle one.
   banner: {
     js: ["import { createRequire as __bpaCreateRequire } from 'node:module';", "const require = __bpaCreateRequire(import.meta.url);"].join("\n"),
   },
 });
+/** Written beside, then renamed: a build running at once (another terminal, the tests) reads either the old file or the new one, never half of one. */
+async function writeAtomically(path: string, contents: string | Uint8Array): Promise<void> {
+  const temp = `${path}.partial-${process.pid}`;
+  await writeFile(temp, contents);
+  await rename(temp, path);
+}
+for (const file of result.outputFiles) await writeAtomically(file.path, file.contents);
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.log(`out/bpa/bpa.mjs: ${(bytes / 1024 / 1024).toFixed(1)} MiB`);
 
@@ -49,5 +57,5 @@ const packages = await Promise.all(
   }),
 );
 packages.sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version));
-await writeFile(resolve(root, "out/bpa/bpa.packages.json"), `${JSON.stringify({ packages }, null, 2)}\n`);
+await writeAtomically(resolve(root, "out/bpa/bpa.packages.json"), `${JSON.stringify({ packages }, null, 2)}\n`);
 console.log(`out/bpa/bpa.packages.json: ${packages.length} npm packages`);

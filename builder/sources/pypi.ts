@@ -15,6 +15,7 @@ import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/
 import { join } from "node:path";
 import { execa } from "execa";
 import { cacheRoot } from "../cache.js";
+import { lockOutput } from "../cache-sharing.js";
 import { UserError } from "../errors.js";
 
 /** The glibc of the images' Debian (trixie: 2.41) runs every manylinux wheel up to that. */
@@ -52,14 +53,17 @@ export function checkPinnedRequirements(text: string, file: string): { name: str
 async function pipVenv(log: (message: string) => void): Promise<string> {
   const venv = join(cacheRoot(), "python", "pip-venv");
   const pip = join(venv, "bin", "pip");
-  if (existsSync(pip)) return pip;
+  const complete = join(venv, ".complete");
+  if (existsSync(complete)) return pip;
   log(`creating the build's pip (python3 -m venv ${venv})`);
+  await rm(venv, { recursive: true, force: true });
   const made = await execa("python3", ["-m", "venv", venv], { all: true, reject: false });
   if (made.failed)
     throw new UserError(
       `cannot create a Python venv for pip: ${String(made.all).trim().split("\n").pop()}`,
       "install python3-venv (scripts/setup-host.sh does)",
     );
+  await writeFile(complete, "");
   return pip;
 }
 
@@ -88,7 +92,31 @@ export async function ensurePythonTree(requirementsFile: string, python: string,
   const dir = join(cacheRoot(), "python", "trees", key);
   const tree = { dir, sitePackages: join(dir, "site-packages"), bin: join(dir, "bin"), packages };
   if (existsSync(join(dir, ".complete"))) return tree;
+  // Builds running at once share pip's venv and the wheels folder: one makes a tree at a
+  // time, the others wait, then find theirs made or make it with a finished pip.
+  await mkdir(join(cacheRoot(), "python"), { recursive: true });
+  const unlock = await lockOutput(
+    join(cacheRoot(), "python", "making"),
+    async () => !existsSync(join(dir, ".complete")),
+    (holder) => log(`waiting for another build (process ${holder}) that is fetching Python packages`),
+  );
+  if (!unlock) return tree;
+  try {
+    await makePythonTree(requirementsFile, python, packages, dir, what, log);
+  } finally {
+    await unlock();
+  }
+  return tree;
+}
 
+async function makePythonTree(
+  requirementsFile: string,
+  python: string,
+  packages: PythonTree["packages"],
+  dir: string,
+  what: string,
+  log: (message: string) => void,
+): Promise<void> {
   const pipPath = await pipVenv(log);
   const wheels = join(cacheRoot(), "python", "wheels");
   const work = `${dir}.partial-${process.pid}`;
@@ -141,7 +169,6 @@ export async function ensurePythonTree(requirementsFile: string, python: string,
   await writeFile(join(work, ".complete"), `${requirementsFile}\n`);
   await rm(dir, { recursive: true, force: true });
   await rename(work, dir);
-  return tree;
 }
 
 /** Where a tree goes in an image's root: its site-packages and its console scripts, each named by the tree's key (a pure function of the hash-pinned requirements). */
