@@ -19,20 +19,19 @@ import { collectSbomInput } from "./sbom/collect.js";
 import { bootDigests, digestOutsideSite, type BootDigests } from "./verify/regions.js";
 import type { SbomInput } from "./sbom/cyclonedx.js";
 import { sha256Text } from "./cache.js";
-import { kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
+import { APPLIANCE_TOOLS, kubernetesStage, NODE_BINARIES } from "./stages/kubernetes.js";
 import { ensureArtifacts, loadArtifacts, selectTargets, type ArtifactResult } from "./sources/index.js";
 import { UserError } from "./errors.js";
 import { ensureLockedDebs, type DebOrigin } from "./debian/fetch.js";
 import { CONTENTS, imageStage } from "./stages/image.js";
 import { FORMAT_EXTENSIONS, formatSource, qcow2Stage } from "./stages/formats.js";
-import { BUILTIN_OVERLAYS, MANIFESTS, MANIFESTS_TARGET, overlaysStage, type OverlaySource } from "./stages/overlays.js";
+import { BUILTIN_OVERLAYS, overlaysStage, type OverlaySource } from "./stages/overlays.js";
 import { REGISTRY_STORAGE, registryStage, SEEDED_JSON, seededChartFile } from "./stages/registry.js";
 import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
 import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
 import { assertOsImagesPinned, osRootfsInputs, servedOsFiles, type BuiltOsImage } from "./images/os.js";
-import { readMetal3Manifests } from "./metal3/manifests.js";
-import { metal3Stage } from "./stages/metal3.js";
+import { controllerChartStage } from "./stages/controller-chart.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -82,7 +81,7 @@ async function kubernetesArtifacts(definition: ApplianceDefinition, lockPath: st
       `run 'icn-bootstrap lock-artifacts --kubernetes ${definition.kubernetes.version}' to pin it, or remove kubernetes.version from the definition`,
     );
   }
-  return ensureArtifacts({ lockPath, only: [...NODE_BINARIES] });
+  return ensureArtifacts({ lockPath, only: [...NODE_BINARIES, ...APPLIANCE_TOOLS] });
 }
 
 export const BUILD_TOOLS = [
@@ -148,7 +147,7 @@ export interface StagesBuilt {
   images?: StageResult;
   registry?: StageResult;
   osImages: BuiltOsImage[];
-  metal3?: StageResult;
+  controllerChart?: StageResult;
   overlays?: StageResult;
   disk?: StageResult;
   image?: StageResult;
@@ -237,10 +236,16 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
 
   if (sections.includes("appliance-disk")) {
     const layers = [...(built.kubernetes ? [built.kubernetes] : []), built.registry!, built.files!, ...built.osImages.map((os) => os.image!)];
-    // 10. Metal3's CRDs and the operator's ClusterRole, from the pinned baremetal-operator module.
+    // 10. The infra-local-controller chart the first boot installs (the BPA, Metal3, Ironic), as the registry seeded it.
     if (definition.kubernetes.enabled) {
-      built.metal3 = await run(metal3Stage, { manifests: await readMetal3Manifests(lockPath) });
-      layers.push(built.metal3);
+      const chart = await seededChartFile(built.registry!.dir, CONTROLLER_CHART_REPOSITORY);
+      if (!chart)
+        throw new UserError(
+          `the appliance installs itself from the ${CONTROLLER_CHART_REPOSITORY} chart, but this build's registry does not hold it`,
+          "keep registry-seed/bootstrap.yaml (which lists it) in the definition's registry.lists, or set kubernetes.enabled: false",
+        );
+      built.controllerChart = await run(controllerChartStage, { file: chart.source, digest: chart.digest });
+      layers.push(built.controllerChart);
     }
     // 11. The overlays (handlebars rendered), 12. the bootable disk, 13. the overlays written into it, 14. the qcow2.
     built.overlays = await run(overlaysStage, { definition, directories: overlaySources(definition, request.definitionPath!) });
@@ -254,11 +259,7 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
 }
 
 function overlaySources(definition: ApplianceDefinition, definitionPath: string): OverlaySource[] {
-  return [
-    { dir: BUILTIN_OVERLAYS, target: "" },
-    ...(definition.kubernetes.enabled ? [{ dir: MANIFESTS, target: MANIFESTS_TARGET }] : []),
-    ...definition.overlays.map((overlay) => ({ dir: resolve(dirname(definitionPath), overlay), target: "" })),
-  ];
+  return [{ dir: BUILTIN_OVERLAYS, target: "" }, ...definition.overlays.map((overlay) => ({ dir: resolve(dirname(definitionPath), overlay), target: "" }))];
 }
 
 /** Builds the image: the whole stage list, then the images published under their final names, the SBOM and what verify checks. */

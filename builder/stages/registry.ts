@@ -190,13 +190,14 @@ export function blobPath(digest: string): string {
  * repository, and the file name Helm gives it (<name>-<version>.tgz); undefined when the
  * build did not seed it.
  */
-export async function seededChartFile(registryStageDir: string, repository: string): Promise<{ source: string; file: string } | undefined> {
+export async function seededChartFile(registryStageDir: string, repository: string): Promise<{ source: string; file: string; digest: string } | undefined> {
   const seeded = JSON.parse(await readFile(join(registryStageDir, SEEDED_JSON), "utf8")) as { images: { repository: string; tag: string; digest: string }[] };
   const chart = seeded.images.find((i) => i.repository === repository);
   if (!chart) return undefined;
   const storage = join(registryStageDir, "tree", REGISTRY_STORAGE);
   const manifest = JSON.parse(await readFile(join(storage, blobPath(chart.digest)), "utf8")) as { layers: { digest: string }[] };
-  return { source: join(storage, blobPath(manifest.layers[0]!.digest)), file: `${repository.split("/").pop()}-${chart.tag.replace(/_/g, "+")}.tgz` };
+  const layer = manifest.layers[0]!.digest;
+  return { source: join(storage, blobPath(layer)), file: `${repository.split("/").pop()}-${chart.tag.replace(/_/g, "+")}.tgz`, digest: layer };
 }
 
 /** The digests of the blobs in a registry storage tree. */

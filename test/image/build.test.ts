@@ -141,25 +141,20 @@ describe("icn-bootstrap build with the default definition", () => {
     expect(grubCfg).toMatch(/linux \/vmlinuz root=\$rootarg /);
     expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
     expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
-    // The bootstrap cluster: pinned node binaries, the kubeadm configuration, the manifests and the first-boot unit.
-    for (const binary of ["kubelet", "kubeadm", "kubectl"])
+    // The bootstrap cluster: pinned node binaries and helm, the kubeadm configuration, the components' chart and the first-boot unit.
+    for (const binary of ["kubelet", "kubeadm", "kubectl", "helm"])
       expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
     expect(await debugfs(ext, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/advertiseAddress: 10\.254\.254\.254/);
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
-    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/provisioning.yaml")).toMatchObject({ type: "regular" });
-    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/bpa/deployment.yaml")).toMatchObject({ type: "regular" });
-    // Metal3: its own CRDs and the operator's ClusterRole from the pinned baremetal-operator module, the project's Deployment.
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/crds/metal3.io_baremetalhosts.yaml")).toMatch(
-      /name: baremetalhosts\.metal3\.io[\s\S]*hardwareProfile/,
-    );
-    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/metal3.io_hardwaredata.yaml")).toMatchObject({ type: "regular" });
-    expect(await statInFs(ext, "/usr/share/icn-bootstrap/manifests/crds/baremetalhost.yaml")).toBeUndefined(); // the look-alike is gone
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/clusterrole.yaml")).toMatch(
-      /name: metal3-baremetal-operator[\s\S]*baremetalhosts/,
-    );
-    expect(await debugfs(ext, "cat /usr/share/icn-bootstrap/manifests/metal3/baremetal-operator.yaml")).toMatch(
-      /image: quay\.io\/metal3-io\/baremetal-operator:v0\.13\.2/,
-    );
+    // The first boot installs the BPA, Metal3 and Ironic from the very chart written beside the images: one source, no copy of the manifests.
+    const chartInRoot = join(await testOut("icn-chart-"), "chart.tgz");
+    await execa("debugfs", ["-R", `dump /usr/share/icn-bootstrap/infra-local-controller.tgz ${chartInRoot}`, ext], { stderr: "ignore" });
+    expect(await sha256(chartInRoot)).toBe(await sha256(join(out, "infra-local-controller-0.1.0.tgz")));
+    const chartFiles = (await execa("tar", ["-tzf", chartInRoot])).stdout.split("\n");
+    expect(chartFiles).toContain("infra-local-controller/files/metal3/crds/metal3.io_baremetalhosts.yaml");
+    expect(chartFiles).toContain("infra-local-controller/files/manifests/bpa/deployment.yaml");
+    for (const gone of ["crds/provisioning.yaml", "bpa/deployment.yaml", "metal3/baremetal-operator.yaml"])
+      expect(await statInFs(ext, `/usr/share/icn-bootstrap/manifests/${gone}`), gone).toBeUndefined();
     // Ironic's deploy ramdisk on the file server, where the baremetal-operator's settings point.
     for (const file of ["ironic-python-agent.kernel", "ironic-python-agent.initramfs"])
       expect(await debugfs(ext, `cat /srv/icn-bootstrap/files/boot/${file}.sha256sum`)).toMatch(new RegExp(`^[0-9a-f]{64}  ${file.replace(".", "\\.")}$`)); // execa strips the final newline
@@ -191,7 +186,7 @@ describe("icn-bootstrap build with the default definition", () => {
       "os-image",
       "os-rootfs",
       "ramdisk",
-      "metal3",
+      "controller-chart",
       "overlays",
       "disk",
       "image",
