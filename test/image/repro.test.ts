@@ -162,7 +162,7 @@ describe("reproducible build", () => {
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
     // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
     // the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl),
-    // Helm in the kubespray runner's image (the addons Jobs), and the addons' programs in their images.
+    // Helm in the root and in the kubespray runner's image (the addons Jobs), and the addons' programs in their images.
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
     const locations = (name: string) =>
       binaries
@@ -207,7 +207,11 @@ describe("reproducible build", () => {
         ),
       ]),
     );
-    expect(locations("helm")).toEqual([expect.stringMatching(/^image bootstrap\.icn:5000\/icn\/kubespray-runner:[^:]+:\/usr\/local\/bin\/helm$/)]);
+    // Helm twice: in the root (the first boot installs the components' chart with it) and in the runner image (the addons Jobs).
+    expect(locations("helm")).toEqual([
+      "/usr/local/bin/helm",
+      expect.stringMatching(/^image bootstrap\.icn:5000\/icn\/kubespray-runner:[^:]+:\/usr\/local\/bin\/helm$/),
+    ]);
     expect(locations("multus-daemon")).toEqual([
       expect.stringMatching(/^image ghcr\.io\/k8snetworkplumbingwg\/multus-cni:v[\d.]+-thick:\/usr\/src\/multus-cni\/bin\/multus-daemon$/),
     ]);
