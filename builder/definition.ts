@@ -62,6 +62,12 @@ export const ApplianceDefinition = z
       .object({
         /** The single-node bootstrap cluster: kubeadm init at first boot, then the BPA. */
         enabled: z.boolean().default(true),
+        /**
+         * The components (the BPA, Metal3, Ironic) installed at first boot from the
+         * infra-local-controller chart. false: a plain single-node Kubernetes (with the
+         * registry and the file server) to deploy the chart onto yourself (docs/developer-path.md).
+         */
+        components: z.boolean().default(true),
         /** Optional check: the version the lock file must pin (it is pinned once, there). */
         version: z
           .string()

@@ -237,12 +237,12 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
   if (sections.includes("appliance-disk")) {
     const layers = [...(built.kubernetes ? [built.kubernetes] : []), built.registry!, built.files!, ...built.osImages.map((os) => os.image!)];
     // 10. The infra-local-controller chart the first boot installs (the BPA, Metal3, Ironic), as the registry seeded it.
-    if (definition.kubernetes.enabled) {
+    if (definition.kubernetes.enabled && definition.kubernetes.components) {
       const chart = await seededChartFile(built.registry!.dir, CONTROLLER_CHART_REPOSITORY);
       if (!chart)
         throw new UserError(
           `the appliance installs itself from the ${CONTROLLER_CHART_REPOSITORY} chart, but this build's registry does not hold it`,
-          "keep registry-seed/bootstrap.yaml (which lists it) in the definition's registry.lists, or set kubernetes.enabled: false",
+          "keep registry-seed/bootstrap.yaml (which lists it) in the definition's registry.lists, or set kubernetes.components: false",
         );
       built.controllerChart = await run(controllerChartStage, { file: chart.source, digest: chart.digest });
       layers.push(built.controllerChart);

@@ -21,6 +21,8 @@ declare -A tools=(
   [fusefat]=fusefat
   # npm run e2e:metal3: the emulated servers' libvirt (test/helpers/libvirt.ts)
   [libvirtd]=libvirt-daemon [virsh]=libvirt-clients
+  # npm run e2e:developer: the appliance VM's one door out, to the BMC emulator (QEMU guestfwd)
+  [socat]=socat
 )
 # data-only packages, checked by a file they ship
 declare -A files=(

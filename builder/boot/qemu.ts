@@ -30,6 +30,12 @@ export interface BootOptions {
   /** Extra `-nic user` options such as hostfwd=tcp:127.0.0.1:6443-:6443. */
   hostForwards?: string[];
   /**
+   * Connections the guest makes to one address of its user network, forwarded to the host:
+   * guestfwd=tcp:10.0.2.100:8000-cmd:socat - TCP:127.0.0.1:8000, a process per connection
+   * (the rest stays cut off, restrict=on).
+   */
+  guestForwards?: string[];
+  /**
    * The first NIC on a tap device the caller made (its own network, e.g. in a network
    * namespace of a test) instead of QEMU's user network; hostForwards do not apply then.
    */
@@ -186,7 +192,7 @@ async function machineArgs(options: BootOptions, overlay: string, work: string):
     );
   } else {
     // restrict=on: the guest has a NIC and DHCP, but no way out of this machine.
-    const forwards = (options.hostForwards ?? []).map((f) => `,hostfwd=${f}`).join("");
+    const forwards = [...(options.hostForwards ?? []).map((f) => `,hostfwd=${f}`), ...(options.guestForwards ?? []).map((f) => `,guestfwd=${f}`)].join("");
     args.push("-nic", `user,model=virtio-net-pci,restrict=on${forwards}`);
   }
   (options.extraDisks ?? []).forEach((disk, i) => {

@@ -28,6 +28,8 @@ describe("appliance definition", () => {
     expect(definition.network).toMatchObject({ dhcp: true, hostnamePrefix: "icn-bootstrap" });
     expect(definition.outputs.formats).toEqual(["usb", "qcow2"]);
     expect(definition.overlays).toEqual([]);
+    expect(definition.kubernetes).toMatchObject({ enabled: true, components: true });
+    expect(parseDefinition(`${minimal}kubernetes:\n  components: false\n`, "x.yaml").kubernetes).toMatchObject({ enabled: true, components: false });
   });
 
   it("rejects an unknown key with its path", () => {
