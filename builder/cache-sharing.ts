@@ -1,5 +1,5 @@
 import { unlinkSync } from "node:fs";
-import { mkdir, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { link, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -44,18 +44,13 @@ export async function lockOutput(
   let announced = false;
   for (;;) {
     if (!(await stillNeeded())) return undefined;
-    try {
-      const handle = await open(lock, "wx");
-      await handle.writeFile(String(process.pid));
-      await handle.close();
+    if (await createHolding(lock, String(process.pid))) {
       const release = () => unlinkIfOurs(lock);
       leases.add(lock);
       return async () => {
         leases.delete(lock);
         await release();
       };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
     const holder = Number((await readFile(lock, "utf8").catch(() => "")).trim());
     if (!processAlive(holder)) {
@@ -66,6 +61,27 @@ export async function lockOutput(
     if (!announced) onWait(holder);
     announced = true;
     await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+  }
+}
+
+let claims = 0;
+
+/**
+ * Creates `path` holding `content`, or returns false when it exists. Written beside it,
+ * then hard-linked into place: the lock never exists empty, so a build reading it at that
+ * moment does not take its holder for a killed one and make the output a second time.
+ */
+async function createHolding(path: string, content: string): Promise<boolean> {
+  const claim = `${path.slice(0, -LOCK_SUFFIX.length)}.claim-${process.pid}-${++claims}${LOCK_SUFFIX}`;
+  await writeFile(claim, content);
+  try {
+    await link(claim, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw error;
+  } finally {
+    await rm(claim, { force: true });
   }
 }
 

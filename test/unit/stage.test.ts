@@ -182,6 +182,21 @@ describe("one stage cache shared by builds running at once", () => {
     expect(waits).toEqual([process.pid]);
   });
 
+  it("never lets two makers in at once, however many ask at the same moment (a lock is never seen empty)", async () => {
+    const { cache } = await fixture();
+    const lock = join(cache, "locks", "artifact-crowd");
+    let inside = 0;
+    let most = 0;
+    const make = async () => {
+      most = Math.max(most, ++inside);
+      await new Promise((r) => setTimeout(r, 20));
+      inside--;
+    };
+    await Promise.all(Array.from({ length: 12 }, () => withOutputLock(lock, make, () => undefined)));
+    expect(most).toBe(1);
+    expect((await readdir(join(cache, "locks"))).filter(isSharingFile)).toEqual([]);
+  });
+
   it("takes over the lock of a build that was killed, and makes the output", async () => {
     const { cache, source } = await fixture();
     const calls = { n: 0 };
