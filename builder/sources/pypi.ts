@@ -20,7 +20,7 @@ import { UserError } from "../errors.js";
 
 /** The glibc of the images' Debian (trixie: 2.41) runs every manylinux wheel up to that. */
 const PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"];
-const LAYOUT_VERSION = "1";
+const LAYOUT_VERSION = "2";
 
 export interface PythonTree {
   dir: string;
@@ -159,16 +159,41 @@ async function makePythonTree(
   );
   await mkdir(join(work, "bin"), { recursive: true });
   const scripts = join(work, "site-packages", "bin");
+  const rewritten = new Map<string, string>();
   for (const name of existsSync(scripts) ? (await readdir(scripts)).sort() : []) {
-    const body = await readFile(join(scripts, name), "utf8");
-    // pip wrote the build host's interpreter into the shebang: the image runs its own.
-    await writeFile(join(work, "bin", name), body.replace(/^#!.*\n/, "#!/usr/bin/python3\n"));
+    // pip wrote the build host's interpreter (pip's venv, in the cache) into the shebang: the image runs its own.
+    const body = (await readFile(join(scripts, name), "utf8")).replace(/^#!.*\n/, "#!/usr/bin/python3\n");
+    await writeFile(join(work, "bin", name), body);
     await chmod(join(work, "bin", name), 0o755);
+    rewritten.set(name, body);
   }
   await rm(scripts, { recursive: true, force: true });
+  await recordRewrittenScripts(join(work, "site-packages"), rewritten);
   await writeFile(join(work, ".complete"), `${requirementsFile}\n`);
   await rm(dir, { recursive: true, force: true });
   await rename(work, dir);
+}
+
+/**
+ * pip's RECORD files list each console script with the sha256 and size it wrote, and those
+ * depended on where pip's venv was (its path in the shebang, so on the cache's path): they
+ * get the script as rewritten, so the tree is the same wherever the cache is.
+ */
+async function recordRewrittenScripts(sitePackages: string, scripts: Map<string, string>): Promise<void> {
+  if (scripts.size === 0) return;
+  for (const entry of (await readdir(sitePackages)).filter((e) => e.endsWith(".dist-info")).sort()) {
+    const record = join(sitePackages, entry, "RECORD");
+    if (!existsSync(record)) continue;
+    const lines = (await readFile(record, "utf8")).split("\n").map((line) => {
+      const [path, , size, ...rest] = line.split(",");
+      const name = path?.split("/").pop() ?? "";
+      const body = path?.includes("bin/") ? scripts.get(name) : undefined;
+      if (body === undefined || size === undefined || rest.length > 0) return line;
+      const bytes = Buffer.from(body, "utf8");
+      return `${path},sha256=${createHash("sha256").update(bytes).digest("base64url")},${bytes.length}`;
+    });
+    await writeFile(record, lines.join("\n"));
+  }
 }
 
 /** Where a tree goes in an image's root: its site-packages and its console scripts, each named by the tree's key (a pure function of the hash-pinned requirements). */
