@@ -32,6 +32,7 @@ import { bmh } from "../fixtures/bpa/hosts.js";
 import { createHost, createProvisioning, waitFor } from "../integration/bpa/helpers.js";
 import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
+import { sshToVm } from "../helpers/ssh.js";
 import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
 import { EXPOSURE_COMMAND, exposureFromOutput, readmeExposure } from "../helpers/exposure.js";
@@ -79,24 +80,7 @@ beforeAll(async () => {
   expect(written.exitCode, written.all).toBe(0);
 }, 90 * 60_000);
 
-function ssh(port: number, command: string) {
-  return execa("ssh", [
-    "-i",
-    key,
-    "-p",
-    String(port),
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "ConnectTimeout=20",
-    "root@127.0.0.1",
-    command,
-  ]);
-}
+const ssh = (port: number, command: string) => sshToVm(key, port, command);
 
 describe("the appliance", () => {
   let vm: BootResult | undefined;

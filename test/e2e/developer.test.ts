@@ -38,6 +38,7 @@ import { waitFor } from "../integration/bpa/helpers.js";
 import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { runCli } from "../helpers/cli.js";
+import { sshToVm } from "../helpers/ssh.js";
 import { writeDefinition } from "../helpers/definition.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { phaseLog } from "../helpers/phases.js";
@@ -96,24 +97,7 @@ afterAll(async () => {
   console.log(summary());
 });
 
-function ssh(port: number, command: string) {
-  return execa("ssh", [
-    "-i",
-    key,
-    "-p",
-    String(port),
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "ConnectTimeout=20",
-    "root@127.0.0.1",
-    command,
-  ]);
-}
+const ssh = (port: number, command: string) => sshToVm(key, port, command);
 
 const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
 
