@@ -260,7 +260,6 @@ describe("the components on a kubeadm cluster of one's own", () => {
       expect((await c.core.readNamespacedSecret({ namespace: "baremetal-operator-system", name: "ironic-credentials" })).data).toEqual(ironicCredentials.data);
       const reissued = await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "bpa-api-tls" });
       expect(reissued.data!["tls.crt"]).not.toBe(apiTls.data!["tls.crt"]);
-      expect(Buffer.from(reissued.data!["tls.crt"]!, "base64").toString()).toBeTruthy();
       const uploads = await waitFor(
         "the REST API answering after the upgrade",
         async () =>
