@@ -168,6 +168,59 @@ describe("the infra-local-controller chart", () => {
     }
   });
 
+  it("with serve: the site's registry and file server in pods, on their ports, with a certificate from the site CA and the push account", async () => {
+    const objects = await render(["-f", join(chart, "ci/serve-values.yaml")]);
+    const deployment = (name: string) => find(objects, "Deployment", name) as unknown as K8sObject & Pod;
+    const registry = deployment("icn-registry").spec.template.spec;
+    const files = deployment("icn-files").spec.template.spec;
+    // Debian's docker-registry behind nginx in one pod, the file server's nginx in another, from the images registry given.
+    expect(registry.containers.map((c: { name: string }) => c.name)).toEqual(["registry", "front"]);
+    for (const c of [...registry.containers, ...files.containers]) expect(c.image).toBe("registry.example.test:5000/icn/site-services:latest");
+    expect(registry.containers[1].ports).toEqual([{ name: "registry", containerPort: 5000, hostPort: 5443, protocol: "TCP" }]);
+    expect(files.containers[0].ports).toEqual([{ name: "files", containerPort: 8080, hostPort: 8081, protocol: "TCP" }]);
+    for (const pod of [registry, files]) {
+      expect(pod.securityContext).toMatchObject({ runAsUser: 65532, runAsNonRoot: true });
+      expect(pod.automountServiceAccountToken).toBe(false);
+    }
+    // The file server serves what the REST API published: its store, read-only, on the same node.
+    expect(files.volumes).toContainEqual({ name: "published", persistentVolumeClaim: { claimName: "bpa-api-state", readOnly: true } });
+    expect(files.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector).toEqual({
+      matchLabels: { "app.kubernetes.io/name": "bpa-api" },
+    });
+    // Storage: the registry on the storage class, the files on a hostPath volume.
+    expect(find(objects, "PersistentVolume", "icn-registry-data")).toBeUndefined();
+    expect((find(objects, "PersistentVolumeClaim", "icn-registry-data") as unknown as { spec: unknown }).spec).toMatchObject({ storageClassName: "standard" });
+    expect((find(objects, "PersistentVolume", "icn-files-data") as unknown as { spec: { hostPath: unknown } }).spec.hostPath).toEqual({
+      path: "/var/lib/icn-bootstrap/files",
+      type: "Directory",
+    });
+    // The BPA hands the clusters it installs the chart's registry and file server, on their ports.
+    const config = yaml.load((find(objects, "ConfigMap", "bpa-config") as unknown as { data: Record<string, string> }).data["config.yaml"]!) as Record<
+      string,
+      string
+    >;
+    expect(config.registryHost).toBe("192.0.2.10:5443");
+    expect(config.filesRepo).toBe("http://192.0.2.10:8081/kubespray");
+    expect(config.runnerImage).toBe("registry.example.test:5000/icn/kubespray-runner:latest");
+    // Its certificate from the site CA, for every name it is reached by; its push account the chart's.
+    const secret = (name: string) => (find(objects, "Secret", name) as unknown as { data: Record<string, string> }).data;
+    const decode = (b64: string) => Buffer.from(b64, "base64").toString();
+    const ca = new X509Certificate(decode(secret("icn-site-ca")["tls.crt"]!));
+    const front = secret("icn-registry-front");
+    const certificate = new X509Certificate(decode(front["tls.crt"]!));
+    expect(certificate.verify(ca.publicKey)).toBe(true);
+    for (const name of ["DNS:bootstrap.icn", "DNS:registry.example.test", "IP Address:192.0.2.10", "IP Address:192.0.2.12"])
+      expect(certificate.subjectAltName).toContain(name);
+    expect(decode(front.htpasswd!)).toMatch(/^icn-push:\$2a\$10\$[./A-Za-z0-9]{53}$/);
+    // The nginx configurations are the chart's files, mounted whole.
+    const registryConfig = (find(objects, "ConfigMap", "icn-registry") as unknown as { data: Record<string, string> }).data;
+    expect(Object.keys(registryConfig).sort()).toEqual(["config.yml", "nginx.conf"]);
+    expect(registryConfig["nginx.conf"]).toContain("auth_basic_user_file /etc/icn/front/htpasswd;");
+    // Without serve (every other value set), none of it.
+    const plain = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
+    expect(plain.filter((o) => /^icn-(registry|files)(-data|-front)?$/.test(o.metadata.name)).map(key)).toEqual([]);
+  });
+
   it("refuses values it cannot use, naming them", async () => {
     const missing = await template([]);
     expect(missing.exitCode).not.toBe(0);
@@ -179,6 +232,9 @@ describe("the infra-local-controller chart", () => {
     const port = await template([...base, "--set", "api.nodePort=443"]);
     expect(port.exitCode).not.toBe(0);
     expect(port.stderr).toContain("nodePort");
+    const serveWithoutSecrets = await template([...base, "--set", "serve.registry.enabled=true", "--set", "secrets.create=false"]);
+    expect(serveWithoutSecrets.exitCode).not.toBe(0);
+    expect(serveWithoutSecrets.stderr).toContain("serve.registry.enabled needs secrets.create: true");
     const unknown = await template([...base, "--set", "registy.address=192.0.2.10"]);
     expect(unknown.exitCode).not.toBe(0);
     expect(unknown.stderr).toContain("registy");

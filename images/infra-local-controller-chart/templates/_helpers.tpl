@@ -91,6 +91,13 @@ appliance's first boot does with sed, and what a cluster of one's own needs). Se
 {{- $runner := regexFind "runnerImage: \\S+" $config | trimPrefix "runnerImage: " -}}
 {{- $config = replace (printf "runnerImage: %s" $runner) (printf "runnerImage: %s" (include "ilc.image" (dict "image" $runner "Values" $v))) $config -}}
 {{- $config = replace "bootstrap.icn" (required "nodeFacingAddress: how the compute nodes reach the registry and the file server" $v.nodeFacingAddress) $config -}}
+{{- /* The chart's own registry and file server listen on their serve ports. */ -}}
+{{- if $v.serve.registry.enabled -}}
+{{- $config = regexReplaceAll "(?m)^registryHost: .*$" $config (printf "registryHost: %s:%v" $v.nodeFacingAddress $v.serve.registry.port) -}}
+{{- end -}}
+{{- if $v.serve.files.enabled -}}
+{{- $config = regexReplaceAll "(?m)^filesRepo: .*$" $config (printf "filesRepo: http://%s:%v/kubespray" $v.nodeFacingAddress $v.serve.files.port) -}}
+{{- end -}}
 {{- $_ := set $o.data "config.yaml" $config -}}
 {{- else if and (eq $kind "ConfigMap") (eq $name "baremetal-operator-ironic") -}}
 {{- range $key := list "DEPLOY_KERNEL_URL" "DEPLOY_RAMDISK_URL" -}}
