@@ -4,13 +4,17 @@
  * before anything is applied is: the cluster answers, its version, the caller's
  * permissions (named), and a server-side dry run of the whole release (values, schemas,
  * admission). Then the release is installed or upgraded, and its Deployments are waited
- * for, each reported as it becomes available.
+ * for, each reported as it becomes available. Bundles go into the registry given before
+ * the release changes, or into the chart's own registry and file server once they run.
  */
-import { readdir } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ApiException, AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi } from "@kubernetes/client-node";
 import { execa } from "execa";
+import yaml from "js-yaml";
 import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
+import { copyFilesBundle, FILE_SERVER } from "./deploy-files.js";
 import { UserError } from "./errors.js";
 import { pushImagesBundle, type PushOptions } from "./images-bundle.js";
 import { artifactPaths } from "./sources/index.js";
@@ -31,12 +35,16 @@ const NEEDED: { verb: string; group: string; resource: string; namespace?: strin
   { verb: "create", group: "apps", resource: "deployments", namespace: "baremetal-operator-system" },
 ];
 
-const DEPLOYMENTS = [
-  ["bpa-system", "bpa-operator"],
-  ["bpa-system", "bpa-api"],
-  ["baremetal-operator-system", "baremetal-operator"],
-  ["baremetal-operator-system", "ironic"],
-] as const;
+/** The chart's own registry (serve.registry): its Deployment, and where its push account and CA are. */
+const OWN_REGISTRY = { namespace: "bpa-system", deployment: "icn-registry", pushSecret: "icn-registry-push", caConfigMap: "icn-registry-ca" } as const;
+
+/** What the release holds, read from the server's dry run: what to wait for, and the site services it runs. */
+interface ReleasePlan {
+  deployments: { namespace: string; name: string }[];
+  /** The chart's own registry as the compute nodes reach it (bpa-config's registryHost), when it runs one. */
+  ownRegistry?: string;
+  ownFiles: boolean;
+}
 
 export interface DeployRequest {
   kubeconfig: string;
@@ -45,14 +53,37 @@ export interface DeployRequest {
   release: string;
   /** Seconds to wait for the Deployments; 0: do not wait. */
   waitSeconds: number;
-  /** An images bundle (`icn-bootstrap bundle`) to push into `push.registry` before installing; the chart then pulls from there. */
+  /**
+   * An images bundle (`icn-bootstrap bundle`): pushed into `push.registry` before
+   * installing (the chart then pulls from there), or without `push` into the chart's own
+   * registry once it runs.
+   */
   images?: string;
   push?: Omit<PushOptions, "log">;
+  /** host:port this machine reaches the chart's own registry at (default: as the compute nodes do). */
+  registryAt?: string;
+  /** A files bundle (`icn-bootstrap bundle`), unpacked into the chart's own file server once it runs. */
+  files?: string;
   log: (message: string) => void;
 }
 
 export async function deploy(request: DeployRequest): Promise<void> {
   const chart = request.chart ? resolve(request.chart) : await builtChart();
+  for (const [option, file] of [
+    ["--images", request.images],
+    ["--files", request.files],
+  ] as const)
+    if (
+      file &&
+      !(await stat(file).then(
+        (s) => s.isFile(),
+        () => false,
+      ))
+    )
+      throw new UserError(
+        `deploy: ${option} ${file} is not a file`,
+        "write the bundles with './icn-bootstrap bundle' (out/<name>-images.tar, out/<name>-files.tar)",
+      );
   const kc = new KubeConfig();
   try {
     kc.loadFromFile(resolve(request.kubeconfig));
@@ -69,13 +100,30 @@ export async function deploy(request: DeployRequest): Promise<void> {
   const args = ["upgrade", "--install", request.release, chart, "--kubeconfig", resolve(request.kubeconfig), "--namespace", "default"];
   if (request.values) args.push("--values", resolve(request.values));
   if (request.push) args.push("--set", `images.registry=${request.push.registry}`);
-  const dryRun = await execa(helm, [...args, "--dry-run=server"], { reject: false });
+  const dryRun = await execa(helm, [...args, "--dry-run=server", "--output", "json"], { reject: false });
   if (dryRun.exitCode !== 0)
     throw new UserError(
       `the release was refused before anything was applied: ${helmError(dryRun.stderr)}`,
       "fix what it names (values: docs/developer-path.md, 'Values'), then run deploy again",
     );
+  const plan = releasePlan(dryRun.stdout);
   request.log(`dry run on the server: ${request.release} accepted`);
+  const intoOwnRegistry = Boolean(request.images && !request.push);
+  if (intoOwnRegistry && !plan.ownRegistry)
+    throw new UserError(
+      "deploy: --images without --push-to goes into the chart's own registry, and these values run none; nothing was applied",
+      "set serve.registry.enabled: true in the values (docs/developer-path.md), or push into a registry of yours with --push-to REGISTRY",
+    );
+  if (request.files && !plan.ownFiles)
+    throw new UserError(
+      "deploy: --files goes into the chart's own file server, and these values run none; nothing was applied",
+      "set serve.files.enabled: true in the values (docs/developer-path.md)",
+    );
+  if ((intoOwnRegistry || request.files) && request.waitSeconds === 0)
+    throw new UserError(
+      "deploy: --wait 0 with --images or --files into the chart's own registry or file server: they are filled once they run",
+      "leave --wait at its default, or give the seconds to wait",
+    );
   if (request.images && request.push) {
     request.log(`pushing ${request.images} into ${request.push.registry}`);
     const pushed = await pushImagesBundle(request.images, { ...request.push, log: request.log });
@@ -88,7 +136,55 @@ export async function deploy(request: DeployRequest): Promise<void> {
       `see 'helm status ${request.release}' and 'helm history ${request.release}'; run deploy again once fixed`,
     );
   request.log(`${request.release} installed (${chart}); helm status ${request.release} tells its revision`);
-  if (request.waitSeconds > 0) await waitForDeployments(kc, request.waitSeconds, request.log);
+  if (request.waitSeconds > 0) await waitForDeployments(kc, plan.deployments, request.waitSeconds, request.log);
+  if (intoOwnRegistry) await pushIntoOwnRegistry(kc, request.images!, request.registryAt ?? plan.ownRegistry!, request.log);
+  if (request.files) await copyFilesBundle(kc, request.files, request.log);
+}
+
+/** The Deployments and site services of the release the server's dry run rendered (`helm ... --output json`). */
+export function releasePlan(dryRunJson: string): ReleasePlan {
+  const release = JSON.parse(dryRunJson) as { manifest?: string };
+  const objects = yaml.loadAll(release.manifest ?? "") as ({
+    kind?: string;
+    metadata?: { name?: string; namespace?: string };
+    data?: Record<string, string>;
+  } | null)[];
+  const deployments = objects
+    .filter((o) => o?.kind === "Deployment")
+    .map((o) => ({ namespace: o!.metadata?.namespace ?? "default", name: o!.metadata?.name ?? "" }));
+  const has = (namespace: string, name: string) => deployments.some((d) => d.namespace === namespace && d.name === name);
+  const config = objects.find((o) => o?.kind === "ConfigMap" && o.metadata?.name === "bpa-config")?.data?.["config.yaml"];
+  const registryHost = config ? (yaml.load(config) as { registryHost?: string }).registryHost : undefined;
+  return {
+    deployments,
+    ownRegistry: has(OWN_REGISTRY.namespace, OWN_REGISTRY.deployment) ? registryHost : undefined,
+    ownFiles: has(FILE_SERVER.namespace, FILE_SERVER.deployment),
+  };
+}
+
+/** The bundle into the chart's own registry, with the push account and the site CA the release made. */
+async function pushIntoOwnRegistry(kc: KubeConfig, bundle: string, registry: string, log: (message: string) => void): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const secret = await core.readNamespacedSecret({ namespace: OWN_REGISTRY.namespace, name: OWN_REGISTRY.pushSecret });
+  const ca = (await core.readNamespacedConfigMap({ namespace: OWN_REGISTRY.namespace, name: OWN_REGISTRY.caConfigMap })).data?.["ca.crt"];
+  const decode = (key: string) => Buffer.from(secret.data?.[key] ?? "", "base64").toString();
+  if (!ca || !decode("password"))
+    throw new UserError(
+      `the release has no push account or CA for its registry (Secret ${OWN_REGISTRY.pushSecret}, ConfigMap ${OWN_REGISTRY.caConfigMap})`,
+      "the chart makes them with secrets.create: true; run deploy again",
+    );
+  // The credentials only ever in a private directory of this process, removed afterwards.
+  const dir = await mkdtemp(join(tmpdir(), "icn-deploy-push-"));
+  try {
+    const auth = Buffer.from(`${decode("username")}:${decode("password")}`).toString("base64");
+    await writeFile(join(dir, "auth.json"), JSON.stringify({ auths: { [registry]: { auth } } }), { mode: 0o600 });
+    await writeFile(join(dir, "ca.crt"), ca);
+    log(`pushing ${bundle} into the chart's registry at ${registry}`);
+    const pushed = await pushImagesBundle(bundle, { registry, authfile: join(dir, "auth.json"), certDir: dir, log });
+    log(`${pushed.length} images and charts in ${registry}, digests unchanged`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** The chart the last build wrote beside the images (out/infra-local-controller-<version>.tgz). */
@@ -155,26 +251,27 @@ async function checkPermissions(kc: KubeConfig, server: string): Promise<void> {
     );
 }
 
-async function waitForDeployments(kc: KubeConfig, seconds: number, log: (message: string) => void): Promise<void> {
+async function waitForDeployments(kc: KubeConfig, deployments: ReleasePlan["deployments"], seconds: number, log: (message: string) => void): Promise<void> {
   const apps = kc.makeApiClient(AppsV1Api);
   const deadline = Date.now() + seconds * 1000;
+  const key = (d: { namespace: string; name: string }) => `${d.namespace}/${d.name}`;
   const ready = new Set<string>();
-  while (ready.size < DEPLOYMENTS.length) {
-    for (const [namespace, name] of DEPLOYMENTS) {
-      if (ready.has(name)) continue;
-      const d = await apps.readNamespacedDeployment({ namespace, name });
+  for (;;) {
+    for (const deployment of deployments) {
+      if (ready.has(key(deployment))) continue;
+      const d = await apps.readNamespacedDeployment(deployment);
       const wanted = d.spec?.replicas ?? 1;
       if ((d.status?.availableReplicas ?? 0) >= wanted && (d.status?.updatedReplicas ?? 0) >= wanted) {
-        ready.add(name);
-        log(`${namespace}/${name}: available`);
+        ready.add(key(deployment));
+        log(`${key(deployment)}: available`);
       }
     }
-    if (ready.size === DEPLOYMENTS.length) return;
+    if (ready.size === deployments.length) return;
     if (Date.now() > deadline) {
-      const waiting = DEPLOYMENTS.filter(([, name]) => !ready.has(name));
-      const reasons = await Promise.all(waiting.map(([namespace, name]) => podReasons(kc, namespace, name)));
+      const waiting = deployments.filter((d) => !ready.has(key(d)));
+      const reasons = await Promise.all(waiting.map(({ namespace, name }) => podReasons(kc, namespace, name)));
       throw new UserError(
-        `installed, but not available after ${seconds} s: ${waiting.map(([ns, name], i) => `${ns}/${name} (${reasons[i]})`).join("; ")}`,
+        `installed, but not available after ${seconds} s: ${waiting.map((d, i) => `${key(d)} (${reasons[i]})`).join("; ")}`,
         "see 'kubectl -n NAMESPACE describe deployment NAME'; a pod that cannot pull its image needs the images in the registry images.registry names",
       );
     }

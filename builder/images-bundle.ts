@@ -16,6 +16,7 @@ import { tempSibling } from "./cache.js";
 import { ensureLockedDebs } from "./debian/fetch.js";
 import type { ApplianceDefinition } from "./definition.js";
 import { UserError } from "./errors.js";
+import { FILES_BUNDLE_SUFFIX, writeFilesBundle } from "./files-bundle.js";
 import { removeOnInterrupt } from "./interrupt.js";
 import type { LockFile } from "./lockfile.js";
 import { runStages } from "./pipeline.js";
@@ -39,34 +40,49 @@ export interface BundleRequest {
   definition: ApplianceDefinition;
   lock: LockFile;
   lockPath: string;
-  /** Where `<name>-images.tar` goes. */
+  /** Where `<name>-images.tar` and `<name>-files.tar` go. */
   outDir: string;
   snapshot?: string;
 }
 
+export interface WrittenBundle {
+  path: string;
+  sha256: string;
+  bytes: number;
+}
+
 /**
- * Runs the build's stages up to the images (reusing the cache: after a build, nothing is
- * made again) and writes the bundle under its final name only when complete.
+ * Runs the build's stages up to the images and the OS images (reusing the cache: after a
+ * build, nothing is made again) and writes the two bundles, each under its final name only
+ * when complete: the images (and charts) and the file server's tree (builder/files-bundle.ts).
  */
-export async function buildImagesBundle(request: BundleRequest): Promise<{ path: string; sha256: string; bytes: number; images: BundledImage[] }> {
+export async function buildBundles(
+  request: BundleRequest,
+): Promise<{ images: WrittenBundle & { images: BundledImage[] }; files: WrittenBundle & { files: number } }> {
   await ensureLockedDebs(request.lock, { snapshot: request.snapshot });
   const built = await runStages({
     definition: request.definition,
     lock: request.lock,
     lockPath: request.lockPath,
     stagesDir: stagesDir(),
-    sections: ["content"],
-    stopAfterImages: true,
+    sections: ["content", "os-images"],
   });
   await mkdir(request.outDir, { recursive: true });
-  const path = join(request.outDir, `${request.definition.name}${BUNDLE_SUFFIX}`);
+  const name = request.definition.name;
+  const images = await writeUnderFinalName(join(request.outDir, `${name}${BUNDLE_SUFFIX}`), (temp) => writeImagesBundle(built.images!.dir, temp));
+  const served = [built.files!.dir, ...built.osImages.map((os) => os.image!.dir)];
+  const files = await writeUnderFinalName(join(request.outDir, `${name}${FILES_BUNDLE_SUFFIX}`), (temp) => writeFilesBundle(served, temp));
+  return { images: { ...images.written, images: images.result }, files: { ...files.written, files: files.result.files } };
+}
+
+async function writeUnderFinalName<T>(path: string, write: (temp: string) => Promise<T>): Promise<{ written: WrittenBundle; result: T }> {
   const temp = tempSibling(path);
   const forget = removeOnInterrupt(temp);
   try {
-    const images = await writeImagesBundle(built.images!.dir, temp);
+    const result = await write(temp);
     const sha256 = await sha256File(temp);
     await rename(temp, path);
-    return { path, sha256, bytes: (await stat(path)).size, images };
+    return { written: { path, sha256, bytes: (await stat(path)).size }, result };
   } catch (error) {
     await rm(temp, { force: true });
     throw error;

@@ -9,6 +9,7 @@ export const deployCommand: Command = {
   summary: "install or upgrade the components' Helm chart (BPA, Metal3, Ironic) on a Kubernetes cluster of your own",
   usage: `usage: icn-bootstrap deploy --kubeconfig FILE [--values FILE] [--chart FILE] [--release NAME] [--wait SECONDS]
                             [--images FILE --push-to REGISTRY [--push-insecure] [--push-authfile FILE] [--push-cert-dir DIR]]
+                            [--images FILE [--registry-at HOST:PORT]] [--files FILE]
 
 Installs the infra-local-controller chart (the BPA operator and REST API, Metal3's
 baremetal-operator, Ironic) with the pinned Helm, or upgrades it when the release exists.
@@ -37,6 +38,17 @@ Offline, with the images in a registry of yours (the cluster's nodes must pull f
   --push-cert-dir DIR
                      a directory with the registry's CA as ca.crt
 
+Offline, with the chart's own registry and file server (values serve.registry.enabled,
+serve.files.enabled), filled once they run:
+  --images FILE      without --push-to: pushed into the chart's registry, with the push
+                     account and the site CA the release made
+  --registry-at HOST:PORT
+                     where this machine reaches that registry (default: as the compute
+                     nodes do, nodeFacingAddress and serve.registry.port); its
+                     certificate must name it (serve.registry.certificateNames/Addresses)
+  --files FILE       the files bundle ('icn-bootstrap bundle': out/<name>-files.tar),
+                     unpacked into the chart's file server through the Kubernetes API
+
 The site CA, the REST API's certificate and the credentials are made at install and kept by
 later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces stay.`,
   async run(argv) {
@@ -51,11 +63,15 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       "push-insecure": { type: "boolean" },
       "push-authfile": { type: "string" },
       "push-cert-dir": { type: "string" },
+      "registry-at": { type: "string" },
+      files: { type: "string" },
     });
-    if (Boolean(values.images) !== Boolean(values["push-to"]))
-      throw new UserError("deploy: --images and --push-to go together", "give the bundle and the registry to push it into, or neither");
-    if (values["push-to"] && !/^[a-zA-Z0-9.-]+(:\d+)?$/.test(values["push-to"]))
-      throw new UserError(`deploy: --push-to ${values["push-to"]}`, "a registry's host or host:port, without a scheme or path (e.g. registry.lab:5000)");
+    if (values["push-to"] && !values.images) throw new UserError("deploy: --push-to without --images", "give the images bundle to push (--images FILE)");
+    if (values["registry-at"] && (!values.images || values["push-to"]))
+      throw new UserError("deploy: --registry-at is where the chart's own registry is reached", "give it with --images FILE and without --push-to");
+    for (const option of ["push-to", "registry-at"] as const)
+      if (values[option] && !/^[a-zA-Z0-9.-]+(:\d+)?$/.test(values[option]))
+        throw new UserError(`deploy: --${option} ${values[option]}`, "a registry's host or host:port, without a scheme or path (e.g. registry.lab:5000)");
     if (!values.kubeconfig) throw new UserError("deploy: --kubeconfig is required", "pass the kubeconfig of the cluster to install on");
     const waitSeconds = Number(values.wait);
     if (!Number.isInteger(waitSeconds) || waitSeconds < 0) throw new UserError(`deploy: --wait ${values.wait}`, "give whole seconds, 0 or more");
@@ -68,6 +84,8 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       release: values.release!,
       waitSeconds,
       images: values.images,
+      files: values.files,
+      registryAt: values["registry-at"],
       push: values["push-to"]
         ? { registry: values["push-to"], insecure: values["push-insecure"], authfile: values["push-authfile"], certDir: values["push-cert-dir"] }
         : undefined,

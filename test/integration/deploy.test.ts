@@ -113,10 +113,18 @@ describe("icn-bootstrap deploy", () => {
     await expectNothingApplied();
   });
 
-  it("refuses --images without --push-to, and a registry that does not take the bundle, before anything is applied", async () => {
-    const alone = await deploy(server.kubeconfigPath, "--images", bundle, "--wait", "0");
+  it("refuses bundles for a registry or file server the values do not run, and a registry that does not take the bundle, before anything is applied", async () => {
+    const alone = await deploy(server.kubeconfigPath, "--images", bundle);
     expect(alone.exitCode).toBe(1);
-    expect(alone.stderr).toContain("--images and --push-to go together");
+    expect(alone.stderr).toContain("--images without --push-to goes into the chart's own registry, and these values run none; nothing was applied");
+    expect(alone.stderr).toContain("serve.registry.enabled");
+    const files = await deploy(server.kubeconfigPath, "--files", bundle);
+    expect(files.exitCode).toBe(1);
+    expect(files.stderr).toContain("--files goes into the chart's own file server, and these values run none");
+    const serve = join(chart.dir, "ci/serve-values.yaml");
+    const noWait = await runCli(["deploy", "--kubeconfig", server.kubeconfigPath, "--chart", chart.dir, "--values", serve, "--images", bundle, "--wait", "0"]);
+    expect(noWait.exitCode).toBe(1);
+    expect(noWait.stderr).toContain("--wait 0 with --images or --files");
     const nowhere = `127.0.0.1:${await freePort()}`;
     const result = await deploy(server.kubeconfigPath, "--images", bundle, "--push-to", nowhere, "--push-insecure", "--wait", "0");
     expect(result.exitCode).toBe(1);
@@ -156,6 +164,27 @@ describe("icn-bootstrap deploy", () => {
     } finally {
       await registry.stop();
     }
+  });
+
+  it("with serve, installs the site's registry and file server too, and waits for them", async () => {
+    const serve = join(chart.dir, "ci/serve-values.yaml");
+    const result = await runCli(["deploy", "--kubeconfig", server.kubeconfigPath, "--chart", chart.dir, "--values", serve, "--wait", "5"]);
+    // No kubelet here: nothing comes up, and what is waited for is every Deployment the release holds.
+    expect(result.exitCode).toBe(1);
+    for (const name of ["bpa-system/icn-registry", "bpa-system/icn-files", "bpa-system/bpa-operator", "baremetal-operator-system/ironic"])
+      expect(result.stderr).toContain(name);
+    const deployments = (await c.apps.listNamespacedDeployment({ namespace: "bpa-system" })).items.map((d) => d.metadata!.name).sort();
+    expect(deployments).toEqual(["bpa-api", "bpa-operator", "icn-files", "icn-registry"]);
+    const front = await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-registry-front" });
+    expect(Object.keys(front.data!).sort()).toEqual(["htpasswd", "tls.crt", "tls.key"]);
+    // An upgrade keeps the certificate and the password file (bcrypt would salt it anew).
+    const again = await runCli(["deploy", "--kubeconfig", server.kubeconfigPath, "--chart", chart.dir, "--values", serve, "--wait", "0"]);
+    expect(again.exitCode, again.all).toBe(0);
+    expect((await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-registry-front" })).data).toEqual(front.data);
+    // Back to the values without serve: the release drops them (their stores are kept).
+    const plain = await deploy(server.kubeconfigPath, "--wait", "0");
+    expect(plain.exitCode, plain.all).toBe(0);
+    expect((await c.apps.listNamespacedDeployment({ namespace: "bpa-system" })).items.map((d) => d.metadata!.name).sort()).toEqual(["bpa-api", "bpa-operator"]);
   });
 
   it("says which Deployments did not come up, and why, when they are not available in time", async () => {
