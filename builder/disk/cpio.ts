@@ -95,8 +95,12 @@ export async function tarToCpio(archive: string, out: Writable, opts: CpioOption
     new Promise<void>((resolve, reject) => {
       if (out.write(chunk)) resolve();
       else {
-        out.once("drain", resolve);
-        out.once("error", reject);
+        // Each wait takes its listeners off again: thousands of waits left their error
+        // listeners behind (Node's MaxListenersExceededWarning).
+        const drained = () => (out.off("error", failed), resolve());
+        const failed = (error: Error) => (out.off("drain", drained), reject(error));
+        out.once("drain", drained);
+        out.once("error", failed);
       }
     });
   // tar's parser does not wait for async handlers: entries are queued and written in order.

@@ -109,4 +109,31 @@ describe("a root tar as a newc initramfs", () => {
       /usr\/bin\/tool-again links to usr\/bin\/tool, which is not in the archive before it/,
     );
   });
+
+  it("waits for a slow reader without piling up listeners on it", async () => {
+    const root = join(work, "many");
+    await mkdir(root);
+    for (let i = 0; i < 200; i++) await writeFile(join(root, `file-${i}`), Buffer.alloc(4096, i));
+    const many = join(work, "many.tar");
+    await tar.c({ file: many, cwd: root }, ["."]);
+    // A reader that takes little at a time: every entry waits for its drain.
+    const out = new PassThrough({ highWaterMark: 1024 });
+    const sizes: number[] = [];
+    out.on("data", (chunk: Buffer) => {
+      sizes.push(chunk.length);
+      out.pause();
+      setImmediate(() => out.resume());
+    });
+    let most = 0;
+    const watch = setInterval(() => (most = Math.max(most, out.listenerCount("error"), out.listenerCount("drain"))), 0);
+    try {
+      await tarToCpio(many, out, {});
+    } finally {
+      clearInterval(watch);
+    }
+    out.end();
+    expect(sizes.length).toBeGreaterThan(200);
+    // The stream's own listeners and at most one wait's.
+    expect(most).toBeLessThan(5);
+  });
 });
