@@ -14,8 +14,12 @@
  *   of a libvirt VM on this machine, test/helpers/bmc-emulator.ts; the only door out of
  *   the VM is QEMU's guestfwd to it) and reaches `available`, inspection skipped by
  *   annotation, the server left off;
- * - a second `deploy` with new values upgrades the release and keeps the CA, the REST
- *   API's key, Ironic's credentials, the upload and the host.
+ * - a second `deploy` with new values upgrades the release and keeps the CA, Ironic's
+ *   credentials, the upload and the host; it also turns on the chart's own registry and
+ *   file server (serve) and fills them from `icn-bootstrap bundle`'s two files: the
+ *   images pushed with the push account the chart made, the file tree unpacked through
+ *   the Kubernetes API. Both answer at the nodes' address inside the VM, as a compute node
+ *   would ask them: an image's manifest by digest, a kubespray file, the upload.
  *
  * Emulated: the machine (QEMU, TCG here) and the BMC. Everything in the cluster is the
  * build's, pulled from the image's registry.
@@ -27,6 +31,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { execa } from "execa";
 import yaml from "js-yaml";
+import * as tar from "tar";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UploadRecord } from "../../common/uploads.js";
 import { TOKEN_AUDIENCE } from "../../bpa/rest/auth.js";
@@ -53,6 +58,8 @@ const BMC_PASSWORD = `bmc-${randomBytes(6).toString("hex")}`;
 const NODE = { name: "dev-node-0", uuid: randomUUID(), mac: "52:54:00:33:10:01" };
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 const CHART = "infra-local-controller-0.1.0.tgz";
+/** The chart's own registry and file server (serve), on their default NodePorts (beside the image's own on 5000 and 8080). */
+const SERVE = { registryPort: 30500, filesPort: 30080 };
 
 const { phase, summary } = phaseLog("e2e:developer");
 
@@ -79,6 +86,10 @@ beforeAll(async () => {
   expect(build.exitCode, build.all).toBe(0);
   image = join(work, "out", "icn-bootstrap.qcow2");
   phase("image without the components built");
+  const bundle = await runCli(["bundle", "--definition", definition, "--out", join(work, "out")]);
+  expect(bundle.exitCode, bundle.all).toBe(0);
+  console.log(bundle.stdout);
+  phase("bundles written");
 
   // The server the BareMetalHost stands for: defined in a libvirt of this test's own, never started.
   libvirt = await startLibvirt(work);
@@ -114,6 +125,7 @@ describe("the components on a kubeadm cluster of one's own", () => {
       const sshPort = await freePort();
       const apiPort = await freePort();
       const restPort = await freePort();
+      const registryPort = await freePort();
       const bmcPort = Number(new URL(bmc!.url).port);
       vm = await bootImage({
         image,
@@ -123,7 +135,12 @@ describe("the components on a kubeadm cluster of one's own", () => {
         disk: join(work, "disk.qcow2"),
         keepRunning: true,
         tcgMultiThread: true,
-        hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
+        hostForwards: [
+          `tcp:127.0.0.1:${sshPort}-:22`,
+          `tcp:127.0.0.1:${apiPort}-:6443`,
+          `tcp:127.0.0.1:${restPort}-:30443`,
+          `tcp:127.0.0.1:${registryPort}-:${SERVE.registryPort}`,
+        ],
         // One socat per connection the guest opens (a chardev target would carry one connection only).
         guestForwards: [`tcp:${BMC_GUEST_ADDRESS}:${BMC_GUEST_PORT}-cmd:socat - TCP:127.0.0.1:${bmcPort}`],
         readyPattern: READY,
@@ -147,16 +164,24 @@ describe("the components on a kubeadm cluster of one's own", () => {
       expect(before).not.toContain("bpa-system");
       expect(before).not.toContain("baremetal-operator-system");
 
-      const values = (certificateNames: string[]) =>
+      const values = (certificateNames: string[], serve = false) =>
         yaml.dump({
           registry: { address: advertise },
           nodeFacingAddress: advertise,
           api: { certificateAddresses: ["127.0.0.1"], certificateNames },
+          ...(serve && {
+            metal3: { deployImagesUrl: `http://${advertise}:${SERVE.filesPort}/boot` },
+            serve: {
+              // This machine pushes through QEMU's forward to 127.0.0.1: a name the certificate must carry.
+              registry: { enabled: true, certificateAddresses: ["127.0.0.1"] },
+              files: { enabled: true },
+            },
+          }),
         });
       const valuesFile = join(work, "values.yaml");
       await writeFile(valuesFile, values([]));
       const chart = join(work, "out", CHART);
-      const deploy = () => runCli(["deploy", "--kubeconfig", kubeconfig, "--values", valuesFile, "--chart", chart, "--wait", "2400"]);
+      const deploy = (...more: string[]) => runCli(["deploy", "--kubeconfig", kubeconfig, "--values", valuesFile, "--chart", chart, "--wait", "2400", ...more]);
       const installed = await deploy();
       console.log(`deploy:\n${installed.all}`);
       expect(installed.exitCode, installed.all).toBe(0);
@@ -249,11 +274,18 @@ describe("the components on a kubeadm cluster of one's own", () => {
       expect(bmcLog).toMatch(new RegExp(`GET /redfish/v1/Systems/${NODE.uuid} HTTP/1.1" 200`));
       expect(bmcLog).not.toMatch(/HTTP\/1\.1" 401/);
 
-      // A second deploy, with a new name for the REST API: an upgrade that keeps the CA and the credentials.
-      await writeFile(valuesFile, values(["bpa.developer.test"]));
-      const upgraded = await deploy();
+      // A second deploy, with a new name for the REST API and the site's registry and file
+      // server run by the chart, filled from the bundles: an upgrade that keeps the CA and the credentials.
+      await ssh(sshPort, "install -d -o 65532 -g 65532 /var/lib/icn-bootstrap/registry /var/lib/icn-bootstrap/files");
+      await writeFile(valuesFile, values(["bpa.developer.test"], true));
+      const imagesBundle = join(work, "out", "icn-bootstrap-images.tar");
+      const filesBundle = join(work, "out", "icn-bootstrap-files.tar");
+      const upgraded = await deploy("--images", imagesBundle, "--registry-at", `127.0.0.1:${registryPort}`, "--files", filesBundle);
+      console.log(`deploy with serve:\n${upgraded.all}`);
       expect(upgraded.exitCode, upgraded.all).toBe(0);
-      phase("deploy again: release upgraded");
+      for (const name of ["bpa-system/icn-registry: available", "bpa-system/icn-files: available", "digests unchanged", "unpacked in"])
+        expect(upgraded.all).toContain(name);
+      phase("deploy again: release upgraded, the chart's registry and file server filled");
       const releases = (await c.core.listNamespacedSecret({ namespace: "default", labelSelector: "owner=helm,name=icn" })).items;
       expect(releases.map((s) => s.metadata!.labels!.version).sort()).toEqual(["1", "2"]);
       expect((await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-site-ca" })).data).toEqual(caSecret.data);
@@ -273,6 +305,56 @@ describe("the components on a kubeadm cluster of one's own", () => {
       expect(uploads.items.map((u) => `${u.kind} ${u.name} ${u.state} ${u.sha256}`)).toContain(`file dev/blob.bin published ${sha256(blob)}`);
       expect(await stored()).toBe(sha256(blob));
       expect((await hostState()).status?.provisioning?.state).toBe("available");
+
+      // The chart's registry and file server, asked as a compute node asks them: at the nodes' address, from inside the VM.
+      const config = yaml.load((await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "bpa-config" })).data!["config.yaml"]!) as {
+        registryHost: string;
+        filesRepo: string;
+      };
+      expect(config.registryHost).toBe(`${advertise}:${SERVE.registryPort}`);
+      expect(config.filesRepo).toBe(`http://${advertise}:${SERVE.filesPort}/kubespray`);
+      const bundled = JSON.parse(await tarMember(imagesBundle, "icn-images.json").then((b) => b.toString())) as {
+        repository: string;
+        tag: string;
+        digest: string;
+      }[];
+      const bpa = bundled.find((i) => i.repository === "icn/bpa")!;
+      const caOnNode = "/run/icn-e2e-site-ca.crt";
+      await ssh(sshPort, `cat > ${caOnNode} <<'EOF'\n${caPem.trim()}\nEOF`);
+      const curlOnNode = (args: string) => ssh(sshPort, `curl -sS --cacert ${caOnNode} ${args}`).then((r) => r.stdout);
+      const accept = "application/vnd.oci.image.manifest.v1+json,application/vnd.oci.image.index.v1+json,application/vnd.docker.distribution.manifest.v2+json";
+      const headers = await curlOnNode(`-I -H 'Accept: ${accept}' https://${config.registryHost}/v2/icn/bpa/manifests/${bpa.tag}`);
+      expect(headers.toLowerCase()).toContain(`docker-content-digest: ${bpa.digest}`);
+      // Anonymous pulls, never anonymous pushes.
+      expect(await curlOnNode(`-o /dev/null -w '%{http_code}' -X POST https://${config.registryHost}/v2/icn/evil/blobs/uploads/`)).toBe("401");
+      phase(`the chart's registry serves ${bundled.length} images at ${config.registryHost}`);
+      const kubesprayFile = await firstMember(filesBundle, (path) => path.startsWith("kubespray/") && path.endsWith("/kubeadm"));
+      const served = await ssh(sshPort, `curl -sSf ${config.filesRepo.replace(/\/kubespray$/, "")}/${kubesprayFile.path} | sha256sum`);
+      expect(served.stdout.split(" ")[0]).toBe(sha256(kubesprayFile.data));
+      const uploadServed = await ssh(sshPort, `curl -sSf http://${advertise}:${SERVE.filesPort}/uploads/dev/blob.bin | sha256sum`);
+      expect(uploadServed.stdout.split(" ")[0]).toBe(sha256(blob));
+      phase(`the chart's file server serves ${kubesprayFile.path} and the upload`);
     },
   );
 });
+
+/** One member of a tar file, read whole. */
+async function tarMember(file: string, path: string): Promise<Buffer> {
+  return (await firstMember(file, (p) => p === path)).data;
+}
+
+/** The first member of a tar file whose path matches, read whole. */
+async function firstMember(file: string, matches: (path: string) => boolean): Promise<{ path: string; data: Buffer }> {
+  let found: { path: string; data: Buffer } | undefined;
+  await tar.list({
+    file,
+    filter: (path) => !found && matches(path),
+    onReadEntry: (entry) => {
+      const chunks: Buffer[] = [];
+      entry.on("data", (c: Buffer) => chunks.push(c));
+      entry.on("end", () => (found ??= { path: entry.path, data: Buffer.concat(chunks) }));
+    },
+  });
+  if (!found) throw new Error(`${file}: no member matches`);
+  return found;
+}

@@ -168,7 +168,7 @@ describe("the infra-local-controller chart", () => {
     }
   });
 
-  it("with serve: the site's registry and file server in pods, on their ports, with a certificate from the site CA and the push account", async () => {
+  it("with serve: the site's registry and file server in pods, on their NodePorts, with a certificate from the site CA and the push account", async () => {
     const objects = await render(["-f", join(chart, "ci/serve-values.yaml")]);
     const deployment = (name: string) => find(objects, "Deployment", name) as unknown as K8sObject & Pod;
     const registry = deployment("icn-registry").spec.template.spec;
@@ -176,8 +176,14 @@ describe("the infra-local-controller chart", () => {
     // Debian's docker-registry behind nginx in one pod, the file server's nginx in another, from the images registry given.
     expect(registry.containers.map((c: { name: string }) => c.name)).toEqual(["registry", "front"]);
     for (const c of [...registry.containers, ...files.containers]) expect(c.image).toBe("registry.example.test:5000/icn/site-services:latest");
-    expect(registry.containers[1].ports).toEqual([{ name: "registry", containerPort: 5000, hostPort: 5443, protocol: "TCP" }]);
-    expect(files.containers[0].ports).toEqual([{ name: "files", containerPort: 8080, hostPort: 8081, protocol: "TCP" }]);
+    // On a NodePort each, as the REST API: no hostPort, which the namespace's restricted Pod Security refuses.
+    expect(registry.containers[1].ports).toEqual([{ name: "registry", containerPort: 5000, protocol: "TCP" }]);
+    expect(files.containers[0].ports).toEqual([{ name: "files", containerPort: 8080, protocol: "TCP" }]);
+    const service = (name: string) => (find(objects, "Service", name) as unknown as { spec: { type: string; ports: unknown[] } }).spec;
+    expect(service("icn-registry")).toMatchObject({ type: "NodePort", ports: [{ port: 5000, targetPort: "registry", nodePort: 30444 }] });
+    expect(service("icn-files")).toMatchObject({ type: "NodePort", ports: [{ port: 8080, targetPort: "files", nodePort: 30081 }] });
+    const namespace = find(objects, "Namespace", "bpa-system") as unknown as { metadata: { labels: Record<string, string> } };
+    expect(namespace.metadata.labels["pod-security.kubernetes.io/enforce"]).toBe("restricted");
     for (const pod of [registry, files]) {
       expect(pod.securityContext).toMatchObject({ runAsUser: 65532, runAsNonRoot: true });
       expect(pod.automountServiceAccountToken).toBe(false);
@@ -199,8 +205,8 @@ describe("the infra-local-controller chart", () => {
       string,
       string
     >;
-    expect(config.registryHost).toBe("192.0.2.10:5443");
-    expect(config.filesRepo).toBe("http://192.0.2.10:8081/kubespray");
+    expect(config.registryHost).toBe("192.0.2.10:30444");
+    expect(config.filesRepo).toBe("http://192.0.2.10:30081/kubespray");
     expect(config.runnerImage).toBe("registry.example.test:5000/icn/kubespray-runner:latest");
     // Its certificate from the site CA, for every name it is reached by; its push account the chart's.
     const secret = (name: string) => (find(objects, "Secret", name) as unknown as { data: Record<string, string> }).data;
@@ -232,6 +238,12 @@ describe("the infra-local-controller chart", () => {
     const port = await template([...base, "--set", "api.nodePort=443"]);
     expect(port.exitCode).not.toBe(0);
     expect(port.stderr).toContain("nodePort");
+    const samePort = await template([...base, "--set", "serve.files.enabled=true", "--set", "serve.files.port=30443"]);
+    expect(samePort.exitCode).not.toBe(0);
+    expect(samePort.stderr).toContain("serve.files.port 30443 is taken by another of the chart's NodePorts");
+    const lowPort = await template([...base, "--set", "serve.registry.enabled=true", "--set", "serve.registry.port=5000"]);
+    expect(lowPort.exitCode).not.toBe(0);
+    expect(lowPort.stderr).toMatch(/serve.registry.port'?: minimum/);
     const serveWithoutSecrets = await template([...base, "--set", "serve.registry.enabled=true", "--set", "secrets.create=false"]);
     expect(serveWithoutSecrets.exitCode).not.toBe(0);
     expect(serveWithoutSecrets.stderr).toContain("serve.registry.enabled needs secrets.create: true");

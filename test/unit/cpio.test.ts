@@ -127,7 +127,7 @@ describe("a root tar as a newc initramfs", () => {
     let most = 0;
     const watch = setInterval(() => (most = Math.max(most, out.listenerCount("error"), out.listenerCount("drain"))), 0);
     try {
-      await tarToCpio(many, out, {});
+      await tarToCpio(many, out, { epoch: EPOCH });
     } finally {
       clearInterval(watch);
     }
