@@ -2,14 +2,16 @@
  * The infra-local-controller chart installed by the pinned Helm into a real API server of
  * its own (etcd and kube-apiserver; no kubelet, so its pods do not run: what is checked is
  * what Helm and the chart make of the cluster). Its CA and credentials are made at install
- * and kept by an upgrade; the CRDs and namespaces stay after an uninstall.
+ * and kept by an upgrade, or its CA is the site's own; the CRDs and namespaces stay after
+ * an uninstall.
  */
 import { X509Certificate } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiextensionsV1Api } from "@kubernetes/client-node";
+import { execa } from "execa";
 import { loadKubeConfig, makeClients, type Clients } from "../../bpa/runtime/kube.js";
 import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
 import { writeControllerChart, type ControllerChart } from "../helpers/controller-chart.js";
@@ -87,6 +89,38 @@ describe("the infra-local-controller chart on a real API server", () => {
     const cert = new X509Certificate(now.apiCert);
     expect(cert.verify(new X509Certificate(first.ca).publicKey)).toBe(true);
     expect(cert.subjectAltName).toContain("DNS:bpa.other.test");
+  });
+
+  it("a CA of the site's own (secrets.caFrom): copied in, the REST API's certificate issued from it; one not there refused, named", async () => {
+    await execa("openssl", ["genrsa", "-traditional", "-out", join(work, "ca.key"), "2048"]);
+    await execa("openssl", [
+      "req", "-x509", "-key", join(work, "ca.key"), "-out", join(work, "ca.crt"), "-days", "30", "-subj", "/CN=Site CA of its own",
+      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+    ]); // prettier-ignore
+    const [crt, key] = await Promise.all([readFile(join(work, "ca.crt"), "utf8"), readFile(join(work, "ca.key"), "utf8")]);
+    await c.core.createNamespacedSecret({
+      namespace: "default",
+      body: { metadata: { name: "site-ca" }, type: "kubernetes.io/tls", stringData: { "tls.crt": crt, "tls.key": key } },
+    });
+    const missing = await chart.helm([
+      "upgrade",
+      "icn",
+      chart.dir,
+      ...values(),
+      "--set",
+      "secrets.caFrom.namespace=default,secrets.caFrom.name=no-such-ca",
+      "--kubeconfig",
+      server.kubeconfigPath,
+    ]);
+    expect(missing.exitCode).not.toBe(0);
+    expect(String(missing.stderr)).toContain("secrets.caFrom: no Secret default/no-such-ca with tls.crt and tls.key");
+    await helm(["upgrade", "icn", chart.dir, ...values(), "--set", "secrets.caFrom.namespace=default,secrets.caFrom.name=site-ca"]);
+    const now = await made();
+    expect(now.ca.trim()).toBe(crt.trim());
+    expect((await c.core.readNamespacedConfigMap({ namespace: "bpa-system", name: "icn-registry-ca" })).data!["ca.crt"]!.trim()).toBe(crt.trim());
+    // A new CA: the REST API's certificate is issued again from it; the credentials stay.
+    expect(new X509Certificate(now.apiCert).verify(new X509Certificate(crt).publicKey)).toBe(true);
+    expect({ push: now.push, ironic: now.ironic }).toEqual({ push: first.push, ironic: first.ironic });
   });
 
   it("an uninstall leaves the CRDs and the namespaces (and so every Provisioning and BareMetalHost)", async () => {
