@@ -41,7 +41,10 @@ describe("the files bundle", () => {
     const [a, b] = [join(work, "a.tar"), join(work, "b.tar")];
     expect(await writeFilesBundle([files, os, ramdisk], a)).toEqual({ files: 7 });
     await writeFilesBundle([files, os, ramdisk], b);
-    const digest = async (f: string) => createHash("sha256").update(await readFile(f)).digest("hex");
+    const digest = async (f: string) =>
+      createHash("sha256")
+        .update(await readFile(f))
+        .digest("hex");
     expect(await digest(b)).toBe(await digest(a));
     // What deploy --files runs in the file server's container.
     const root = join(work, "unpacked");
