@@ -179,6 +179,8 @@ describe("icn-bootstrap build with the default definition", () => {
       "files",
       "image-base",
       "image-compile",
+      // The Debian roots of their own: Ironic's, the site services'.
+      "image-root",
       "image-root",
       "images",
       "registry",
