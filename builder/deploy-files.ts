@@ -18,12 +18,8 @@ export const FILE_SERVER = { namespace: "bpa-system", deployment: "icn-files", c
 const HIGH_WATER = 8 * 1024 * 1024;
 
 export async function copyFilesBundle(kc: KubeConfig, bundle: string, log: (message: string) => void): Promise<void> {
-  const size = await stat(bundle).then(
-    (s) => s.size,
-    () => {
-      throw new UserError(`files bundle ${bundle} does not exist`, "write one with './icn-bootstrap bundle' (out/<name>-files.tar)");
-    },
-  );
+  // deploy checked it is a file before anything was applied.
+  const { size } = await stat(bundle);
   const pod = await readyPod(kc);
   log(`unpacking ${bundle} (${formatBytes(size)}) into ${FILE_SERVER.namespace}/${pod}:${FILE_SERVER.root}`);
   const stdin = new PassThrough();
