@@ -118,6 +118,9 @@ describe("icn-bootstrap deploy", () => {
     expect(alone.exitCode).toBe(1);
     expect(alone.stderr).toContain("--images without --push-to goes into the chart's own registry, and these values run none; nothing was applied");
     expect(alone.stderr).toContain("serve.registry.enabled");
+    const absent = await deploy(server.kubeconfigPath, "--files", join(work, "no-such-files.tar"));
+    expect(absent.exitCode).toBe(1);
+    expect(absent.stderr).toContain("no-such-files.tar is not a file");
     const files = await deploy(server.kubeconfigPath, "--files", bundle);
     expect(files.exitCode).toBe(1);
     expect(files.stderr).toContain("--files goes into the chart's own file server, and these values run none");
