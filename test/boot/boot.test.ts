@@ -4,20 +4,20 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { bootImage } from "../../builder/boot/qemu.js";
 import { runCli } from "../helpers/cli.js";
-import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
+import { bareAppliance, writeDefinition } from "../helpers/definition.js";
 
 // Under TCG (no working KVM here) one boot takes 1-3 minutes on 2 cores.
 const BOOT_TIMEOUT_S = 900;
 const TEST_TIMEOUT = (BOOT_TIMEOUT_S + 120) * 1000;
 const READY = /ICN-BOOTSTRAP-READY host=(icn-bootstrap-[0-9a-f]{6}) addresses=(\S+) root_bytes=(\d+)/;
 
-// These boots check the firmware/format matrix and first-boot robustness; the appliance
-// without its Kubernetes cluster keeps each boot to a minute or two under TCG. The full
+// These boots check the firmware/format matrix and first-boot robustness; the bare
+// appliance (no Kubernetes, nothing to serve) keeps each boot to a minute or two under TCG. The full
 // appliance (Kubernetes + BPA) is booted in appliance.test.ts.
 let out: string;
 beforeAll(async () => {
   out = await mkdtemp(join(tmpdir(), "icn-boot-out-"));
-  const build = await runCli(["build", "--definition", await writeDefinition(withoutKubernetes), "--out", out]);
+  const build = await runCli(["build", "--definition", await writeDefinition(bareAppliance), "--out", out]);
   expect(build.exitCode, build.all).toBe(0);
 }, 40 * 60_000);
 afterAll(async () => {

@@ -1,6 +1,6 @@
 /**
- * Install to disk (site.yaml `install:`), in QEMU under UEFI and BIOS, with the lean
- * appliance (no Kubernetes): the stick copies itself onto the internal disk at its first
+ * Install to disk (site.yaml `install:`), in QEMU under UEFI and BIOS, with the bare
+ * appliance (no Kubernetes, nothing to serve: a small copy): the stick copies itself onto the internal disk at its first
  * boot and reboots; the disk then boots without the stick, and with it still plugged in
  * takes its own root. A disk that is not empty is refused unless `wipe: true`, and the
  * refusal is reported while the appliance runs on from the stick.
@@ -14,7 +14,7 @@ import { bootImage, type BootOptions } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
 import { copyImageSparse } from "../helpers/image.js";
-import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
+import { bareAppliance, writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 1800;
 const TEST_TIMEOUT = 4 * (BOOT_TIMEOUT_S + 120) * 1000;
@@ -57,7 +57,7 @@ beforeAll(async () => {
   await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
   const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
   const definition = await writeDefinition((d) => {
-    withoutKubernetes(d);
+    bareAppliance(d);
     d.access = { sshAuthorizedKeys: [publicKey] };
   });
   const build = await runCli(["build", "--definition", definition, "--format", "usb", "--out", out]);

@@ -1,6 +1,6 @@
 /**
- * Site settings without a rebuild: one lean image (no Kubernetes: minutes per boot under
- * TCG), its site written by `icn-bootstrap site write` into the USB image's own ICN-SITE
+ * Site settings without a rebuild: one bare image (no Kubernetes, nothing to serve:
+ * minutes per boot under TCG), its site written by `icn-bootstrap site write` into the USB image's own ICN-SITE
  * partition, or given as a second drive made by `site write --new` or `--iso`. Checked inside the
  * booted appliance over SSH: the site's host name, SSH key, provisioning address and
  * settings files; a broken site.yaml still reaches the ready marker with the failure on
@@ -15,7 +15,7 @@ import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
 import { copyImageSparse } from "../helpers/image.js";
-import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
+import { bareAppliance, writeDefinition } from "../helpers/definition.js";
 
 const BOOT_TIMEOUT_S = 900;
 const TEST_TIMEOUT = 3 * (BOOT_TIMEOUT_S + 120) * 1000;
@@ -92,7 +92,7 @@ beforeAll(async () => {
   key.definition = await makeKey("definition-key");
   key.site = await makeKey("site-key");
   const definition = await writeDefinition((d) => {
-    withoutKubernetes(d);
+    bareAppliance(d);
     d.access = { sshAuthorizedKeys: [key.definition] };
   });
   const build = await runCli(["build", "--definition", definition, "--out", out]);
