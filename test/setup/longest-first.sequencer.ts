@@ -10,7 +10,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  */
 const EXPECTED_MINUTES: Record<string, number> = {
   "test/image/repro.test.ts": 13.6,
-  "test/boot/install-boot.test.ts": 9.1,
+  "test/boot/install-boot.test.ts": 11.0,
   "test/boot/boot.test.ts": 6.6,
   "test/boot/compute-node-os.test.ts": 4.7,
   "test/boot/registry-boot.test.ts": 4.7,
