@@ -149,7 +149,8 @@ export async function ensureDebs(
     }
   }
   if (failures.length > 0) throw unavailableError(failures);
-  return origins.sort((a, b) => a.name.localeCompare(b.name));
+  // Fetched files finish in any order: the same files must give the same list, fetched or cached.
+  return origins.sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version) || a.sha256.localeCompare(b.sha256));
 }
 
 function unavailableError(failures: { name: string; pin: PinnedPackage; tried: string[] }[]): UserError {

@@ -273,6 +273,23 @@ describe("Debian packages pinned as files", () => {
     expect(origin).toMatchObject({ from: "pool", url: `${mirror.url}/pool/main/i/icn-hello/icn-hello_1.0-3_all.deb`, sha256: securityPin.sha256 });
   });
 
+  it("lists two versions of one package in the same order whether it fetched them or found them cached (the build report)", async () => {
+    const securityPin = (await newestPin(await readIndexes(sources.archives, sources), "icn-hello"))!;
+    const both: [string, PinnedPackage][] = [
+      ["icn-hello", securityPin],
+      ["icn-hello", pins["icn-hello"]!],
+    ];
+    await copyFile(join(work, "hello-1.0-1.deb"), join(mirror.root, mirror.poolPath(HELLO_1))); // the pinned file back in the pool
+    await clearCache();
+    const fetched = await ensureDebs(both, sources, { store });
+    const cached = await ensureDebs(both, sources, { store });
+    expect(fetched.map((o) => o.from)).not.toContain("cache");
+    expect(cached.map((o) => o.from)).toEqual(["cache", "cache"]);
+    const versions = (origins: { version: string }[]) => origins.map((o) => o.version);
+    expect(versions(fetched)).toEqual(["1.0-1", "1.0-3"]);
+    expect(versions(cached)).toEqual(versions(fetched));
+  });
+
   it("builds a second time from the cache alone, with the archives stopped", async () => {
     await copyFile(join(work, "hello-1.0-1.deb"), join(mirror.root, mirror.poolPath(HELLO_1))); // the pinned file back, to fill the cache once
     await clearCache();
