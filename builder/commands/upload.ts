@@ -25,8 +25,8 @@ function progressPrinter(name: string): (sent: number, total: number) => void {
 
 export const uploadCommand: Command = {
   name: "upload",
-  summary: "upload a file, container image or OS image to an appliance's BPA REST API (resumable)",
-  usage: `usage: icn-bootstrap upload FILE --kind file|container-image|os-image|chart --name NAME --server URL [options]
+  summary: "upload a file, container image, OS image or Helm chart to an appliance's BPA REST API (resumable)",
+  usage: `usage: icn-bootstrap upload FILE --kind ${KINDS.join("|")} --name NAME --server URL [options]
 
 Uploads FILE with the tus resumable-upload protocol. When the link or this command is cut,
 run the same command again: it continues where the appliance stopped receiving.
@@ -40,7 +40,7 @@ The appliance checks the sha256 before publishing anything:
                       A Provisioning's spec.addons names it: {name, chart, version}
 
 options:
-  --kind KIND       file, container-image, os-image or chart
+  --kind KIND       ${KINDS.slice(0, -1).join(", ")} or ${KINDS.at(-1)}
   --name NAME       the name to publish under (container-image: repository[:tag];
                     chart: repository:version, e.g. charts/site-app:0.2.0)
   --server URL      the API, e.g. https://192.168.1.10:30443
