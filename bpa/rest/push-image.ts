@@ -6,8 +6,9 @@
  * top manifest under the tag the client named. Returns the pullable reference by digest.
  *
  * The archive is untrusted: its JSON documents are read whole only up to MAX_JSON_BYTES (the
- * API runs in 256 MiB), and it may unpack to no more than its own size, which the upload's
- * creation reserved on the disk for unpacking it (a compressed archive could hold far more).
+ * API runs in 256 MiB), it may unpack to no more than its own size, which the upload's
+ * creation reserved on the disk for unpacking it (a compressed archive could hold far more),
+ * and its manifests are checked and pushed once each, within caps (ManifestPlan).
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
@@ -43,6 +44,14 @@ const DIGEST = /^sha256:[a-f0-9]{64}$/;
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
 /** An image archive has a few files per layer; more entries than this are no image. */
 const MAX_ARCHIVE_ENTRIES = 100_000;
+/**
+ * An image is one manifest, or an index of one per platform (and attestations): a few
+ * dozen. Indexes of indexes are rare; each level could multiply the pushes, so manifests
+ * are pushed once by digest, and the levels, their number and their bytes are capped.
+ */
+const MAX_INDEX_DEPTH = 4;
+const MAX_MANIFESTS = 256;
+const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
 
 const mib = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MiB`;
 
@@ -82,27 +91,76 @@ async function checkedBlob(layout: string, d: Descriptor): Promise<string> {
   return path;
 }
 
-class Pusher {
-  constructor(
-    private readonly registry: RegistryClient,
-    private readonly repository: string,
-    private readonly layout: string,
-  ) {}
+/** A manifest of the archive, checked, with the blobs it is the first to name (each blob is pushed once). */
+interface PlannedManifest {
+  digest: string;
+  mediaType: string;
+  path: string;
+  blobs: { digest: string; size: number; path: string }[];
+}
 
-  /** Pushes one manifest (recursively for indexes) by its descriptor. */
-  async push(d: Descriptor, reference: string): Promise<void> {
-    const { bytes, value: manifest } = await readJsonMember<Manifest>(await checkedBlob(this.layout, d), `manifest ${d.digest}`);
+/**
+ * The manifests under the top descriptor, each checked once (by digest: an index may name
+ * a child many times, and children may share indexes), children before their parents,
+ * within MAX_INDEX_DEPTH, MAX_MANIFESTS and MAX_MANIFEST_BYTES: what is pushed is decided
+ * and checked before anything reaches the registry.
+ */
+class ManifestPlan {
+  readonly manifests: PlannedManifest[] = [];
+  private readonly seen = new Set<string>();
+  private readonly blobs = new Set<string>();
+  private bytes = 0;
+
+  constructor(private readonly layout: string) {}
+
+  async add(d: Descriptor, indexDepth = 0): Promise<void> {
+    if (this.seen.has(d.digest)) return;
+    this.seen.add(d.digest);
+    if (this.seen.size > MAX_MANIFESTS) {
+      throw new RequestError(
+        422,
+        `the image archive has more than ${MAX_MANIFESTS} distinct manifests: this API pushes at most ${MAX_MANIFESTS} per upload; upload the image's platforms separately`,
+      );
+    }
+    const path = await checkedBlob(this.layout, d);
+    this.bytes += d.size;
+    if (this.bytes > MAX_MANIFEST_BYTES) {
+      throw new RequestError(
+        422,
+        `the image archive's manifests together are over ${mib(MAX_MANIFEST_BYTES)}, the most this API reads per upload: not an image export (skopeo copy IMAGE oci-archive:FILE, or docker save)`,
+      );
+    }
+    const { value: manifest } = await readJsonMember<Manifest>(path, `manifest ${d.digest}`);
     const mediaType = manifest.mediaType ?? d.mediaType;
+    const blobs: PlannedManifest["blobs"] = [];
     if (mediaType === OCI_INDEX || mediaType === DOCKER_LIST) {
-      for (const child of manifest.manifests ?? []) await this.push(child, child.digest);
+      if (indexDepth >= MAX_INDEX_DEPTH) {
+        throw new RequestError(
+          422,
+          `the image archive nests image indexes more than ${MAX_INDEX_DEPTH} deep (index ${d.digest}): this API pushes indexes at most ${MAX_INDEX_DEPTH} deep`,
+        );
+      }
+      for (const child of manifest.manifests ?? []) await this.add(child, indexDepth + 1);
     } else if (mediaType === OCI_MANIFEST || mediaType === DOCKER_MANIFEST) {
-      for (const blob of [manifest.config!, ...(manifest.layers ?? [])]) {
-        await this.registry.pushBlob(this.repository, blob.digest, blob.size, await checkedBlob(this.layout, blob));
+      if (!manifest.config) throw new RequestError(422, `the image archive's manifest ${d.digest} has no config`);
+      for (const blob of [manifest.config, ...(manifest.layers ?? [])]) {
+        if (this.blobs.has(blob.digest)) continue;
+        blobs.push({ digest: blob.digest, size: blob.size, path: await checkedBlob(this.layout, blob) });
+        this.blobs.add(blob.digest);
       }
     } else {
       throw new RequestError(422, `the image archive's manifest ${d.digest} has media type "${mediaType}": expected an OCI or Docker v2 manifest or index`);
     }
-    await this.registry.pushManifest(this.repository, reference, mediaType, bytes);
+    this.manifests.push({ digest: d.digest, mediaType, path, blobs });
+  }
+
+  /** Pushes blobs and manifests, children by digest, the top one (the last) under `tag`. */
+  async push(registry: RegistryClient, repository: string, tag: string): Promise<void> {
+    for (const [i, m] of this.manifests.entries()) {
+      for (const blob of m.blobs) await registry.pushBlob(repository, blob.digest, blob.size, blob.path);
+      const last = i === this.manifests.length - 1;
+      await registry.pushManifest(repository, last ? tag : m.digest, m.mediaType, await readFile(m.path));
+    }
   }
 }
 
@@ -218,7 +276,9 @@ export async function pushImageArchive(archive: string, workDir: string, name: s
         );
       }
       top = manifests[0]!;
-      await new Pusher(registry, repository, workDir).push(top, tag);
+      const plan = new ManifestPlan(workDir);
+      await plan.add(top);
+      await plan.push(registry, repository, tag);
     } else if (await has("manifest.json")) {
       const { manifest, files } = await fromDockerSave(workDir);
       const parsed = JSON.parse(manifest.toString()) as Manifest;
