@@ -5,8 +5,11 @@
  * and one layer, the .tgz itself, application/vnd.cncf.helm.chart.content.v1.tar+gzip), under
  * the tag of its version, so that `helm pull oci://…` and the BPA's addons Jobs find it.
  *
- * The archive is untrusted: only Chart.yaml is read, at most MAX_CHART_YAML_BYTES, and the
- * repository's last segment must be the chart's name, the tag its version (Helm pulls by them).
+ * The archive is untrusted: it is unpacked (streamed, nothing written) to at most
+ * MAX_UNPACKED_BYTES, only Chart.yaml is read, at most MAX_CHART_YAML_BYTES, without YAML
+ * aliases (a few hundred bytes of nested aliases expand to gigabytes), and only the fields
+ * Helm needs are kept. The repository's last segment must be the chart's name, the tag its
+ * version (Helm pulls by them).
  */
 import { createReadStream } from "node:fs";
 import { mkdir, rm, stat, writeFile } from "node:fs/promises";
@@ -22,6 +25,10 @@ import type { RegistryClient } from "./registry.js";
 const MAX_CHART_YAML_BYTES = 1024 * 1024;
 /** A chart has a handful of files; more entries than this are no chart. */
 const MAX_ENTRIES = 10_000;
+/** Helm's own limit on a chart's decompressed size (helm --max-chart-size, 100 MiB). */
+const MAX_UNPACKED_BYTES = 100 * 1024 * 1024;
+/** What is kept of Chart.yaml, as strings: Helm's OCI config needs name and version; the rest describes the chart. */
+const KEPT_FIELDS = ["apiVersion", "name", "version", "appVersion", "description", "type", "kubeVersion"] as const;
 
 /** Chart.yaml of a packaged chart (<name>/Chart.yaml), or a RequestError naming what is wrong. */
 export async function readChartYaml(file: string): Promise<ChartMetadata> {
@@ -52,8 +59,20 @@ export async function readChartYaml(file: string): Promise<ChartMetadata> {
       parser.on("error", reject);
       parser.on("end", () => resolve());
       input.pipe(gunzip).pipe(parser);
-      gunzip.on("data", () => {
-        if (entries > MAX_ENTRIES) reject(new RequestError(422, `the chart has more than ${MAX_ENTRIES} files: not a Helm chart`));
+      let unpacked = 0;
+      gunzip.on("data", (chunk: Buffer) => {
+        unpacked += chunk.length;
+        const problem =
+          entries > MAX_ENTRIES
+            ? `the chart has more than ${MAX_ENTRIES} files: not a Helm chart`
+            : unpacked > MAX_UNPACKED_BYTES
+              ? `the chart unpacks to more than ${MAX_UNPACKED_BYTES / 1024 / 1024} MiB (Helm's own limit on a chart): not a Helm chart`
+              : undefined;
+        if (problem) {
+          input.destroy();
+          gunzip.destroy();
+          reject(new RequestError(422, problem));
+        }
       });
     });
   } catch (error) {
@@ -62,30 +81,48 @@ export async function readChartYaml(file: string): Promise<ChartMetadata> {
   }
   if (tooLarge) throw new RequestError(422, `the chart's Chart.yaml is over ${MAX_CHART_YAML_BYTES / 1024} KiB: not a Helm chart`);
   if (text === undefined) throw new RequestError(422, "no <name>/Chart.yaml in the archive: not a packaged Helm chart (make it with helm package DIR)");
-  let meta: unknown;
+  let doc: unknown;
   try {
-    meta = yaml.load(text);
+    doc = yaml.load(text);
   } catch (error) {
     throw new RequestError(422, `the chart's Chart.yaml is not YAML: ${(error as Error).message.split("\n")[0]}`);
   }
-  const m = meta as Partial<ChartMetadata> | null;
-  if (!m || typeof m !== "object" || typeof m.name !== "string" || typeof m.version !== "string" || typeof m.apiVersion !== "string") {
+  refuseAliases(doc);
+  const m = (doc ?? {}) as Record<string, unknown>;
+  if (typeof m !== "object" || typeof m.name !== "string" || typeof m.version !== "string" || typeof m.apiVersion !== "string") {
     throw new RequestError(422, "the chart's Chart.yaml needs apiVersion, name and version");
   }
-  return m as ChartMetadata;
+  const kept: Record<string, string> = {};
+  for (const field of KEPT_FIELDS) if (typeof m[field] === "string") kept[field] = m[field];
+  return kept as ChartMetadata;
 }
 
 /**
- * Pushes the chart under NAME (repository:version). Returns the digest and the reference the
- * addons of a Provisioning name it by (spec.addons[].chart and version).
+ * js-yaml shares an aliased node (*name) instead of copying it, so loading is cheap, but
+ * anything that walks the result (JSON, the registry's config) expands it: refused, naming it.
  */
-export async function pushChart(
-  file: string,
-  work: string,
-  name: string,
-  client: RegistryClient,
-  pullHost: string,
-): Promise<{ digest: string; url: string; version: string }> {
+function refuseAliases(value: unknown, seen = new Set<object>()): void {
+  if (value === null || typeof value !== "object") return;
+  if (seen.has(value)) {
+    throw new RequestError(
+      422,
+      "the chart's Chart.yaml uses YAML aliases (&anchor and *alias): this API does not expand them; write the values out (helm package keeps Chart.yaml as written)",
+    );
+  }
+  seen.add(value);
+  for (const child of Object.values(value)) refuseAliases(child, seen);
+}
+
+/** A packaged chart, read and checked against the name it is uploaded under. */
+export interface CheckedChart {
+  meta: ChartMetadata;
+  repository: string;
+  /** The registry tag: the chart's version ("+" written "_"). */
+  tag: string;
+}
+
+/** Reads the chart's Chart.yaml and checks it against NAME (repository[:version]). */
+export async function checkChart(file: string, name: string): Promise<CheckedChart> {
   const { repository, tag } = parseImageName(name);
   const meta = await readChartYaml(file);
   const expectedName = repository.split("/").pop();
@@ -99,6 +136,20 @@ export async function pushChart(
   if (tag !== versionTag && !(tag === "latest" && !name.includes(":"))) {
     throw new RequestError(422, `the chart's version is ${meta.version}, but the name asks for tag ${tag}: name it ${repository}:${versionTag}`);
   }
+  return { meta, repository, tag: versionTag };
+}
+
+/**
+ * Pushes a checked chart under its repository and version. Returns the digest and the
+ * reference the addons of a Provisioning name it by (spec.addons[].chart and version).
+ */
+export async function pushChart(
+  file: string,
+  work: string,
+  { meta, repository, tag: versionTag }: CheckedChart,
+  client: RegistryClient,
+  pullHost: string,
+): Promise<{ digest: string; url: string; version: string }> {
   await mkdir(work, { recursive: true });
   try {
     const config = chartConfig(meta);

@@ -16,7 +16,7 @@ import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
 import type { Logger } from "../runtime/log.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRecord, type UploadRequest } from "../../common/uploads.js";
 import { publishFile } from "./publish-file.js";
-import { pushChart } from "./push-chart.js";
+import { checkChart, pushChart } from "./push-chart.js";
 import { pushImageArchive } from "./push-image.js";
 import { RegistryError, type RegistryClient } from "./registry.js";
 import { sha256File } from "../../common/hash.js";
@@ -266,7 +266,8 @@ export class Uploads {
         Object.assign(record, { digest: pushed.digest, url: pushed.url });
       } else if (record.kind === "chart") {
         const { client, pullHost } = await this.o.registry();
-        Object.assign(record, await pushChart(source, join(this.o.store.work, upload.id), record.name, client, pullHost));
+        const chart = await checkChart(source, record.name);
+        Object.assign(record, await pushChart(source, join(this.o.store.work, upload.id), chart, client, pullHost));
       } else {
         Object.assign(record, await publishFile(this.o.store, record, source));
       }

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pushChart, readChartYaml } from "../../../bpa/rest/push-chart.js";
-import type { RegistryClient } from "../../../bpa/rest/registry.js";
+import { checkChart, readChartYaml } from "../../../bpa/rest/push-chart.js";
+import { aliasBombChartYaml } from "../../fixtures/bpa/alias-bomb.js";
 
 let work: string;
 
@@ -27,13 +27,6 @@ async function chartTgz(file: string, files: Record<string, string>): Promise<st
   ]);
   return out;
 }
-
-/** Refuses every call: the checks must stop a bad chart before anything reaches the registry. */
-const noRegistry = new Proxy({} as RegistryClient, {
-  get: () => () => {
-    throw new Error("the registry was called");
-  },
-});
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-chart-"));
@@ -61,13 +54,41 @@ describe("a chart upload", () => {
     await expect(readChartYaml(noVersion)).rejects.toThrow("needs apiVersion, name and version");
   });
 
-  it("must be published under its own name and version (Helm pulls by them); nothing is pushed otherwise", async () => {
+  it("must be published under its own name and version (Helm pulls by them)", async () => {
     const tgz = await chartTgz("app.tgz", { "app/Chart.yaml": "apiVersion: v2\nname: app\nversion: 0.2.0+build.1\n" });
-    await expect(pushChart(tgz, join(work, "w1"), "charts/other:0.2.0_build.1", noRegistry, "bootstrap.icn:5000")).rejects.toThrow(
+    await expect(checkChart(tgz, "charts/other:0.2.0_build.1")).rejects.toThrow(
       'the chart is named "app" but would be published as charts/other: Helm pulls a chart by its name, so the name\'s last segment must be it (e.g. --name charts/app:0.2.0+build.1)',
     );
-    await expect(pushChart(tgz, join(work, "w2"), "charts/app:0.3.0", noRegistry, "bootstrap.icn:5000")).rejects.toThrow(
+    await expect(checkChart(tgz, "charts/app:0.3.0")).rejects.toThrow(
       "the chart's version is 0.2.0+build.1, but the name asks for tag 0.3.0: name it charts/app:0.2.0_build.1",
     );
+    expect(await checkChart(tgz, "charts/app")).toMatchObject({ repository: "charts/app", tag: "0.2.0_build.1" });
+  });
+
+  it("keeps only the fields of Chart.yaml that describe the chart, as strings", async () => {
+    const tgz = await chartTgz("fields.tgz", {
+      "app/Chart.yaml": "apiVersion: v2\nname: app\nversion: 1.0.0\nappVersion: '2.1'\nannotations: { a: b }\ndependencies: [{ name: x }]\nextra: 1\n",
+    });
+    expect(await readChartYaml(tgz)).toEqual({ apiVersion: "v2", name: "app", version: "1.0.0", appVersion: "2.1" });
+  });
+
+  it("refuses YAML aliases (billion laughs in 349 bytes of Chart.yaml), in milliseconds, naming them", async () => {
+    const tgz = await chartTgz("laughs.tgz", { "laughs/Chart.yaml": aliasBombChartYaml("laughs") });
+    const started = Date.now();
+    await expect(checkChart(tgz, "charts/laughs:1.0.0")).rejects.toThrow(
+      "the chart's Chart.yaml uses YAML aliases (&anchor and *alias): this API does not expand them; write the values out",
+    );
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("refuses a chart that unpacks to more than Helm's 100 MiB, at once, naming the limit", async () => {
+    const src = await mkdtemp(join(work, "big-"));
+    await mkdir(join(src, "big"));
+    await writeFile(join(src, "big", "Chart.yaml"), "apiVersion: v2\nname: big\nversion: 1.0.0\n");
+    await writeFile(join(src, "big", "zeros"), Buffer.alloc(120 * 1024 * 1024));
+    const tgz = join(work, "big.tgz");
+    await execa("tar", ["-czf", tgz, "-C", src, "big"]);
+    await rm(src, { recursive: true });
+    await expect(readChartYaml(tgz)).rejects.toThrow("the chart unpacks to more than 100 MiB (Helm's own limit on a chart): not a Helm chart");
   });
 });
