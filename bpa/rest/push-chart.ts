@@ -140,16 +140,18 @@ export async function checkChart(file: string, name: string): Promise<CheckedCha
 }
 
 /**
- * Pushes a checked chart under its repository and version. Returns the digest and the
- * reference the addons of a Provisioning name it by (spec.addons[].chart and version).
+ * Pushes a chart (checked, or checked here against its NAME) under its repository and version.
+ * Returns the digest and the reference the addons of a Provisioning name it by
+ * (spec.addons[].chart and version).
  */
 export async function pushChart(
   file: string,
   work: string,
-  { meta, repository, tag: versionTag }: CheckedChart,
+  chart: CheckedChart | string,
   client: RegistryClient,
   pullHost: string,
 ): Promise<{ digest: string; url: string; version: string }> {
+  const { meta, repository, tag: versionTag } = typeof chart === "string" ? await checkChart(file, chart) : chart;
   await mkdir(work, { recursive: true });
   try {
     const config = chartConfig(meta);
