@@ -23,6 +23,7 @@ import {
   type AddonsJobPlan,
 } from "./contract.js";
 import { childLabels, childName, names, ownerReference } from "./names.js";
+import { runnerContainerSecurityContext, runnerPodSecurityContext, runnerTmp } from "./pod-security.js";
 
 export const ADDONS_COMPONENT = { job: "addons", plan: "addons-plan", results: "addons-results" } as const;
 
@@ -124,6 +125,7 @@ export function addonsJob(p: Provisioning, config: BpaConfig, hash: string, plan
         spec: {
           restartPolicy: "Never",
           serviceAccountName: names(p).runner,
+          securityContext: runnerPodSecurityContext(),
           containers: [
             {
               name: "helm",
@@ -143,11 +145,14 @@ export function addonsJob(p: Provisioning, config: BpaConfig, hash: string, plan
                 { name: "HELM_CACHE_HOME", value: "/tmp/helm/cache" },
                 { name: "HELM_CONFIG_HOME", value: "/tmp/helm/config" },
                 { name: "HELM_DATA_HOME", value: "/tmp/helm/data" },
+                runnerTmp().home,
               ],
               volumeMounts: [
                 { name: "plan", mountPath: RUNNER_ADDONS_DIR, readOnly: true },
                 { name: "kubeconfig", mountPath: RUNNER_KUBECONFIG_DIR, readOnly: true },
+                runnerTmp().mount,
               ],
+              securityContext: runnerContainerSecurityContext(),
               resources: config.job.resources,
               terminationMessagePolicy: "FallbackToLogsOnError",
             },
@@ -157,6 +162,7 @@ export function addonsJob(p: Provisioning, config: BpaConfig, hash: string, plan
           volumes: [
             { name: "plan", configMap: { name: n.plan! } },
             { name: "kubeconfig", secret: { secretName: names(p).kubeconfig, defaultMode: 0o400, items: [{ key: KUBECONFIG_KEY, path: KUBECONFIG_KEY }] } },
+            runnerTmp().volume,
           ],
         },
       },

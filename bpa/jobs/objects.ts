@@ -46,6 +46,7 @@ import {
 import { addonsNames } from "./addons-objects.js";
 import { childLabels, names, operationJobName, ownerReference } from "./names.js";
 import { cloudInitUserData } from "./ssh-key.js";
+import { runnerContainerSecurityContext, runnerPodSecurityContext, runnerTmp } from "./pod-security.js";
 import type { ApplianceInputs } from "./hash.js";
 
 export const COMPONENT = {
@@ -153,6 +154,7 @@ function runnerEnv(p: Provisioning, config: BpaConfig, mode: "install" | "agent"
     { name: RUNNER_ENV.pins, value: RUNNER_PINS_PATH },
     { name: RUNNER_ENV.ansibleStrategy, value: config.job.ansibleStrategy },
     { name: "ANSIBLE_HOST_KEY_CHECKING", value: "False" },
+    runnerTmp().home,
   ];
   if (hash) env.push({ name: RUNNER_ENV.installHash, value: hash });
   return env;
@@ -181,6 +183,9 @@ function runnerVolumes(config: BpaConfig, inventoryName: string | undefined): { 
     });
     mounts.push({ name: "inventory", mountPath: RUNNER_INVENTORY_DIR, readOnly: true });
   }
+  const tmp = runnerTmp();
+  volumes.push(tmp.volume);
+  mounts.push(tmp.mount);
   return { volumes, mounts };
 }
 
@@ -243,6 +248,7 @@ function runnerJob(
         spec: {
           restartPolicy: "Never",
           serviceAccountName: n.runner,
+          securityContext: runnerPodSecurityContext(),
           containers: [
             {
               name: "kubespray",
@@ -251,6 +257,7 @@ function runnerJob(
               args: ["install"],
               env,
               volumeMounts: mounts,
+              securityContext: runnerContainerSecurityContext(),
               resources: config.job.resources,
               // The runner writes the failed task there; without it, the log's tail.
               terminationMessagePolicy: "FallbackToLogsOnError",
@@ -284,6 +291,7 @@ export function agentsDeployment(p: Provisioning, config: BpaConfig, replicas: n
         metadata: { labels: { ...selector, [LABEL_MANAGED_BY]: MANAGED_BY } },
         spec: {
           serviceAccountName: n.runner,
+          securityContext: runnerPodSecurityContext(),
           containers: [
             {
               name: "agent",
@@ -292,6 +300,7 @@ export function agentsDeployment(p: Provisioning, config: BpaConfig, replicas: n
               args: ["agent"],
               env: runnerEnv(p, config, "agent"),
               volumeMounts: mounts,
+              securityContext: runnerContainerSecurityContext(),
             },
           ],
           volumes,

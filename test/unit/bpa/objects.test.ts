@@ -4,6 +4,8 @@ import { loadConfig } from "../../../bpa/config/config.js";
 import { installHash } from "../../../bpa/jobs/hash.js";
 import { childName, names } from "../../../bpa/jobs/names.js";
 import { nextOperation } from "../../../bpa/jobs/operation.js";
+import { addonsJob } from "../../../bpa/jobs/addons-objects.js";
+import { planAddons } from "../../../bpa/jobs/addons-plan.js";
 import { agentsDeployment, installJob, inventoryConfigMap, operationJob, runnerRole, runnerRoleBinding, userDataSecret } from "../../../bpa/jobs/objects.js";
 import { testConfig } from "../../fixtures/bpa/config.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
@@ -87,6 +89,7 @@ describe("install Job", () => {
     expect(container.volumeMounts).toEqual([
       { name: "ssh", mountPath: "/ssh", readOnly: true },
       { name: "inventory", mountPath: "/inventory", readOnly: true },
+      { name: "tmp", mountPath: "/tmp" },
     ]);
     const env = Object.fromEntries(container.env!.map((e) => [e.name, e.value ?? e.valueFrom?.fieldRef?.fieldPath]));
     expect(env).toMatchObject({
@@ -158,6 +161,49 @@ describe("agents", () => {
     expect(d.spec!.selector.matchLabels).toEqual({ "bpa.akraino.org/provisioning": "provisioning-sample", "bpa.akraino.org/component": "agent" });
     expect(d.spec!.template.metadata!.labels).toMatchObject(d.spec!.selector.matchLabels!);
     expect(d.spec!.template.spec!.containers[0]!.args).toEqual(["agent"]);
+  });
+});
+
+function scaleOperation() {
+  const m0 = { name: "m0", namespace: "team-a", role: "master" as const, index: 0, mac: "52:54:00:00:00:01", ip: "10.0.0.1", cpu: 12, ramMebibytes: 8192 };
+  const next = nextOperation({
+    cluster: { hosts: [m0], kubernetesVersion: "1.35.4", mastersAreNodes: true, revision: 1 },
+    wanted: [m0, { ...m0, name: "w0", role: "worker" as const, mac: "52:54:00:00:00:02", ip: "10.0.0.2" }],
+    wantedVersion: "1.35.4",
+    servedVersions: ["1.35.4"],
+  });
+  if (!("operation" in next)) throw new Error("expected an operation");
+  return next.operation;
+}
+
+describe("the runner's pods", () => {
+  const addons = addonsJob(p, config, "b".repeat(64), planAddons([]), { retryToken: "", entries: [] });
+  const pods = {
+    install: installJob(p, config, hash).spec!.template.spec!,
+    operation: operationJob(p, config, hash, scaleOperation()).spec!.template.spec!,
+    agents: agentsDeployment(p, config, 1, "provisioning-sample-inventory-01234567").spec!.template.spec!,
+    addons: addons.spec!.template.spec!,
+  };
+
+  it.each(Object.entries(pods))("%s: run as nobody (65534), never root, no privilege, no capability, RuntimeDefault seccomp", (_, pod) => {
+    expect(pod.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 65534,
+      runAsGroup: 65534,
+      fsGroup: 65534,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    for (const container of pod.containers) {
+      expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
+    }
+  });
+
+  it.each(Object.entries(pods))("%s: a read-only root with /tmp (and HOME in it) writable", (_, pod) => {
+    expect(pod.volumes).toContainEqual({ name: "tmp", emptyDir: {} });
+    for (const container of pod.containers) {
+      expect(container.volumeMounts).toContainEqual({ name: "tmp", mountPath: "/tmp" });
+      expect(container.env).toContainEqual({ name: "HOME", value: "/tmp" });
+    }
   });
 });
 
