@@ -21,6 +21,46 @@ none
 {{- end -}}
 {{- end }}
 
+{{/*
+The one address Ironic's API and boot-file server listen on when metal3.ironicListenAll is
+false (the chart has no firewall in front of them): the provisioning address, or "" for the
+node's own address (status.hostIP) on a site without a provisioning network.
+*/}}
+{{- define "ilc.ironicAddress" -}}
+{{- if and (not .Values.metal3.ironicListenAll) .Values.provisioning.interface -}}
+{{ regexReplaceAll "/.*$" .Values.provisioning.address "" }}
+{{- end -}}
+{{- end }}
+
+{{/* Ironic's pod bound to that address: both listeners, my_ip, and the probes that must reach it. */}}
+{{- define "ilc.bindIronic" -}}
+{{- $address := include "ilc.ironicAddress" (dict "Values" .Values) -}}
+{{- $listen := dict "name" "IRONIC_LISTEN_IP" -}}
+{{- $myIp := dict "name" "IRONIC_IP" -}}
+{{- if $address -}}
+{{- $_ := set $listen "value" $address -}}
+{{- $_ := set $myIp "value" $address -}}
+{{- else -}}
+{{- $_ := set $listen "valueFrom" (dict "fieldRef" (dict "fieldPath" "status.hostIP")) -}}
+{{- $_ := set $myIp "valueFrom" (dict "fieldRef" (dict "fieldPath" "status.hostIP")) -}}
+{{- end -}}
+{{- range $c := .pod.containers -}}
+{{- $_ := set $c "env" (append (default (list) $c.env) $listen) -}}
+{{- if eq $c.name "ironic" -}}
+{{- $_ := set $c "env" (append $c.env $myIp) -}}
+{{- if $address -}}
+{{- range $probe := list $c.startupProbe $c.livenessProbe $c.readinessProbe -}}
+{{- if $probe -}}
+{{- $_ := set $probe.httpGet "host" $address -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- else if and $address $c.readinessProbe -}}
+{{- $_ := set $c.readinessProbe.tcpSocket "host" $address -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{/* Whether a file under files/ is installed with these values. */}}
 {{- define "ilc.wanted" -}}
 {{- if eq .path "files/manifests/metal3/provisioning/dnsmasq.yaml" -}}
@@ -83,8 +123,15 @@ appliance's first boot does with sed, and what a cluster of one's own needs). Se
 {{- end -}}
 {{- else if eq $name "baremetal-operator" -}}
 {{- $_ := include "ilc.setEnv" (dict "container" (index $pod.containers 0) "name" "KUBERNETES_SERVICE_HOST" "value" $v.kubernetesApi.address "alsoDrop" (list "KUBERNETES_SERVICE_PORT")) -}}
+{{- if include "ilc.ironicAddress" (dict "Values" $v) -}}
+{{- /* Ironic on the provisioning address only: reached from a pod on its own node. */ -}}
+{{- $_ := set $pod "affinity" (dict "podAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" "ironic")) "topologyKey" "kubernetes.io/hostname")))) -}}
+{{- end -}}
 {{- else if or (eq $name "ironic") (eq $name "ironic-dnsmasq") -}}
 {{- $_ := set $o.spec.template.metadata.annotations "icn.akraino.org/provisioning-network" (include "ilc.provisioningDigest" (dict "Values" $v)) -}}
+{{- if and (eq $name "ironic") (not $v.metal3.ironicListenAll) -}}
+{{- $_ := include "ilc.bindIronic" (dict "pod" $pod "Values" $v) -}}
+{{- end -}}
 {{- end -}}
 {{- else if and (eq $kind "ConfigMap") (eq $name "bpa-config") -}}
 {{- $config := index $o.data "config.yaml" -}}
@@ -102,6 +149,9 @@ appliance's first boot does with sed, and what a cluster of one's own needs). Se
 {{- else if and (eq $kind "ConfigMap") (eq $name "baremetal-operator-ironic") -}}
 {{- range $key := list "DEPLOY_KERNEL_URL" "DEPLOY_RAMDISK_URL" -}}
 {{- $_ := set $o.data $key (replace "http://127.0.0.1:8080/boot" (trimSuffix "/" $v.metal3.deployImagesUrl) (index $o.data $key)) -}}
+{{- end -}}
+{{- with include "ilc.ironicAddress" (dict "Values" $v) -}}
+{{- $_ := set $o.data "IRONIC_ENDPOINT" (printf "http://%s:6385/v1/" (ternary (printf "[%s]" .) . (contains ":" .))) -}}
 {{- end -}}
 {{- else if and (eq $kind "Service") (eq $name "bpa-api") -}}
 {{- $_ := set (index $o.spec.ports 0) "nodePort" (int $v.api.nodePort) -}}
