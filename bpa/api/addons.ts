@@ -3,7 +3,9 @@
  * charts stored as OCI artifacts in the appliance's registry). Absent: the addons the
  * appliance's catalog marks as defaults (the ICN set); an empty list: none. An entry names
  * an addon of the catalog (its chart and version by default) or a chart of the site's own
- * (`chart: oci://…` and `version`), with the release's namespace and Helm values.
+ * (`chart: oci://…` and `version`), with the release's namespace and Helm values. The chart
+ * is installed by its manifest digest: the one an entry names (`digest`), else the one the
+ * operator records when it first resolves the version's tag (bpa/controller/addon-digests.ts).
  *
  * A bad entry never touches the cluster: the operator reports it in the AddonsReady
  * condition, naming the field, and installs nothing until it is fixed.
@@ -25,6 +27,8 @@ export interface AddonEntry {
   namespace?: string;
   /** Helm values. */
   values?: Record<string, unknown>;
+  /** The chart's manifest digest (sha256:…) to install; default: what the version's tag names when the operator first resolves it. */
+  digest?: string;
 }
 
 /** An addon as the operator installs it: every default applied. */
@@ -34,9 +38,14 @@ export interface ResolvedAddon {
   version: string;
   namespace: string;
   values: Record<string, unknown>;
-  /** sha256 of chart, version, namespace and values: a change is an upgrade. */
+  /** The chart's manifest digest: named in spec.addons, or pinned by the operator (withDigest). */
+  digest?: string;
+  /** sha256 of chart, version, digest, namespace and values: a change is an upgrade. */
   hash: string;
 }
+
+/** An addon with the chart digest it installs. */
+export type PinnedAddon = ResolvedAddon & { digest: string };
 
 export type AddonsResult = { ok: true; addons: ResolvedAddon[] } | { ok: false; errors: string[] };
 
@@ -46,7 +55,9 @@ const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const OCI_CHART = /^oci:\/\/[a-z0-9.-]+(:\d{1,5})?(\/[a-z0-9._-]+)+$/;
 /** Semantic versions as Helm charts carry them (1.2.3, v4.3.0, 0.19.0-rc.1+build). */
 const CHART_VERSION = /^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$/;
-const ENTRY_KEYS = new Set(["name", "chart", "version", "namespace", "values"]);
+/** An OCI manifest digest as Helm pulls by it (oci://host/repo@sha256:…). */
+export const CHART_DIGEST = /^sha256:[0-9a-f]{64}$/;
+const ENTRY_KEYS = new Set(["name", "chart", "version", "namespace", "values", "digest"]);
 export const MAX_ADDONS = 50;
 /** The values of one addon, as JSON: they travel in a ConfigMap with the others. */
 export const MAX_VALUES_BYTES = 64 * 1024;
@@ -55,7 +66,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 function addonHash(a: Omit<ResolvedAddon, "hash">): string {
   return createHash("sha256")
-    .update(JSON.stringify([a.chart, a.version, a.namespace, canonical(a.values)]))
+    .update(JSON.stringify([a.chart, a.version, a.digest ?? null, a.namespace, canonical(a.values)]))
     .digest("hex");
 }
 
@@ -104,11 +115,14 @@ export function resolveAddons(raw: unknown, catalog: readonly CatalogAddon[]): A
     const chart = optionalString(entry, "chart", path, errors);
     const version = optionalString(entry, "version", path, errors);
     const namespace = optionalString(entry, "namespace", path, errors);
+    const digest = optionalString(entry, "digest", path, errors);
     if (chart !== undefined && !OCI_CHART.test(chart))
       errors.push(`${path}.chart: expected an OCI chart reference such as oci://bootstrap.icn:5000/charts/${name}, got ${JSON.stringify(chart)}`);
     if (version !== undefined && !CHART_VERSION.test(version))
       errors.push(`${path}.version: expected a chart version such as 1.2.3, got ${JSON.stringify(version)}`);
     if (namespace !== undefined && !NAMESPACE.test(namespace)) errors.push(`${path}.namespace: expected a namespace name, got ${JSON.stringify(namespace)}`);
+    if (digest !== undefined && !CHART_DIGEST.test(digest))
+      errors.push(`${path}.digest: expected a manifest digest such as sha256:<64 lower-case hex digits>, got ${JSON.stringify(digest)}`);
     if (chart === undefined && !known) {
       const names = catalog.map((a) => a.name).join(", ") || "none";
       errors.push(`${path}: ${name} is not an addon of this appliance (it serves ${names}); give chart and version for a chart of your own`);
@@ -125,6 +139,7 @@ export function resolveAddons(raw: unknown, catalog: readonly CatalogAddon[]): A
         version: version ?? known!.version,
         namespace: namespace ?? known?.namespace ?? name,
         values: values as Record<string, unknown>,
+        ...(digest !== undefined ? { digest } : {}),
       }),
     );
   });
@@ -142,3 +157,12 @@ function optionalString(entry: Record<string, unknown>, key: string, path: strin
 function resolved(a: Omit<ResolvedAddon, "hash">): ResolvedAddon {
   return { ...a, hash: addonHash(a) };
 }
+
+/** The addon installing this chart digest (its hash covers the digest: another digest is an upgrade). */
+export function withDigest(a: ResolvedAddon, digest: string): PinnedAddon {
+  const pinned = { ...a, digest };
+  return { ...pinned, hash: addonHash(pinned) };
+}
+
+/** The tag Helm stores a chart version under: OCI tags have no '+', Helm writes '_' for it. */
+export const chartTag = (version: string) => version.replaceAll("+", "_");

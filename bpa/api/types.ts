@@ -151,6 +151,10 @@ export interface AddonStatus {
   chart: string;
   version: string;
   namespace: string;
+  /** The chart's manifest digest this state is for: what Helm installs (oci://…@digest). */
+  digest?: string;
+  /** What the version's tag names now, when that is not `digest` (the tag moved: reported, not followed). */
+  tagDigest?: string;
   /** The resolved addon's hash (bpa/api/addons.ts) this state is for. */
   hash: string;
   state: AddonState;

@@ -1,10 +1,12 @@
 /**
  * The addons step's reads and writes around decideAddons (./addons.ts): the appliance's
- * catalog, the results ConfigMap, the Provisioning's addons Jobs; then the plan ConfigMap
+ * catalog, the results ConfigMap, the Provisioning's addons Jobs, what the registry's tags of
+ * the charts name (chart-registry.ts); then the plan ConfigMap
  * and the Job when one starts, the Events, and the pruning of old addons Jobs and plans.
  */
 import type { V1Job } from "@kubernetes/client-node";
 import { readAddonsCatalog, type CatalogAddon } from "../../common/addons-catalog.js";
+import { resolveAddons } from "../api/addons.js";
 import { ANNOTATION_INSTALL_HASH, LABEL_COMPONENT } from "../api/constants.js";
 import type { AddonStatus, Provisioning } from "../api/types.js";
 import type { BpaConfig } from "../config/config.js";
@@ -14,7 +16,8 @@ import { ensureConfigMap, ensureRole } from "../runtime/ensure.js";
 import { isConflict, isNotFound, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
 import { ownedBy } from "../runtime/owners.js";
-import { addonsJobCreated, decideAddons } from "./addons.js";
+import { addonsJobCreated, decideAddons, REASON_CHART_UNRESOLVED } from "./addons.js";
+import { lookUpChartTags } from "./chart-registry.js";
 import { recordEvent } from "./events.js";
 import type { ConditionInput } from "./status.js";
 
@@ -48,19 +51,27 @@ async function readCatalog(c: Clients, config: BpaConfig): Promise<CatalogAddon[
   }
 }
 
-export async function reconcileAddons(input: AddonsStepInput): Promise<{ addons: AddonStatus[]; condition: ConditionInput }> {
+/** How soon a chart version whose digest could not be read is looked up again. */
+export const CHART_UNRESOLVED_RECHECK_MS = 30_000;
+
+export async function reconcileAddons(input: AddonsStepInput): Promise<{ addons: AddonStatus[]; condition: ConditionInput; requeueAfterMs?: number }> {
   const { c, config, log, p, now } = input;
   const namespace = p.metadata.namespace!;
   const jobs = input.jobs.filter(isAddonsJob);
   const catalog = await readCatalog(c, config);
   // Absent from clusters installed before addons existed: made (and the runner's Role given it) on first use.
   const results = (await ensureConfigMap(c, addonsResultsConfigMap(p))).object.data ?? {};
+  // Every reconcile reads what the tags of spec.addons' chart versions name: a new addon is
+  // pinned to it, and a tag moved under a recorded digest is seen.
+  const resolved = resolveAddons(p.spec?.addons, Array.isArray(catalog) ? catalog : []);
+  const tags = resolved.ok ? await lookUpChartTags(resolved.addons, { ca: input.registryCaPem, registryIP: config.addonsRegistryIP }) : new Map();
   const decision = decideAddons({
     p,
     catalog,
     registryCaPem: input.registryCaPem,
     jobs,
     results,
+    tags,
     clusterReady: input.clusterReady,
     logsHint: input.logsHint,
     now,
@@ -81,7 +92,11 @@ export async function reconcileAddons(input: AddonsStepInput): Promise<{ addons:
     }
   }
   await prune(c, config, p, jobs);
-  return { addons: decision.addons, condition: decision.condition };
+  return {
+    addons: decision.addons,
+    condition: decision.condition,
+    ...(decision.condition.reason === REASON_CHART_UNRESOLVED ? { requeueAfterMs: CHART_UNRESOLVED_RECHECK_MS } : {}),
+  };
 }
 
 /** Finished addons Jobs beyond the history limit go, and plans no kept Job uses. */

@@ -1,9 +1,10 @@
 /**
  * The addons step of a reconcile, as a pure decision: bring status.addons up to date from the
  * newest addons Job and the results its runner wrote, then say whether a new Job must start
- * (spec.addons resolved against the appliance's catalog, bpa/jobs/addons-plan.ts), and what
- * the AddonsReady condition and the Events say. One addons Job at a time, and only on an
- * installed cluster no day-2 operation is changing. A failed addon leaves the cluster Ready.
+ * (spec.addons resolved against the appliance's catalog and pinned to chart digests,
+ * addon-digests.ts; bpa/jobs/addons-plan.ts), and what the AddonsReady condition and the
+ * Events say. One addons Job at a time, and only on an installed cluster no day-2 operation
+ * is changing. A failed addon leaves the cluster Ready.
  */
 import type { V1Job } from "@kubernetes/client-node";
 import { resolveAddons, type CatalogAddon } from "../api/addons.js";
@@ -13,7 +14,14 @@ import { addonsHash, addonsJobRecord, type AddonsJobRecord } from "../jobs/addon
 import { addonsUpToDate, describeAddonsPlan, planAddons, type AddonsPlan } from "../jobs/addons-plan.js";
 import type { AddonResult } from "../jobs/contract.js";
 import { jobState } from "../runtime/owners.js";
-import { CONDITION, statusTime, type ConditionInput } from "./status.js";
+import { describeMovedTag, markMovedTags, pinAddons } from "./addon-digests.js";
+import { chartRef, type TagLookups } from "./chart-registry.js";
+import { capMessage, CONDITION, statusTime, type ConditionInput } from "./status.js";
+
+/** AddonsReady's reason while a chart version's digest cannot be read from the registry. */
+export const REASON_CHART_UNRESOLVED = "ChartUnresolved";
+/** AddonsReady's reason (status True) and the Event's reason when a tag moved under a recorded digest. */
+export const REASON_TAG_MOVED = "AddonTagMoved";
 
 function readRecord(job: V1Job): AddonsJobRecord | undefined {
   try {
@@ -43,6 +51,8 @@ export interface AddonsInput {
   jobs: readonly V1Job[];
   /** The results ConfigMap's data (addon name -> AddonResult JSON). */
   results: Readonly<Record<string, string>>;
+  /** What the registry's tags name now, for spec.addons' chart versions (chart-registry.ts). */
+  tags: TagLookups;
   /** Installed, and no day-2 operation runs. */
   clusterReady: boolean;
   /** Where the Job's logs are, for messages. */
@@ -61,7 +71,32 @@ export interface AddonsDecision {
 /** When the addons Job was made, to the millisecond when its record says. */
 export const addonsJobCreated = (j: V1Job) => readRecord(j)?.createdMs ?? new Date(j.metadata?.creationTimestamp ?? 0).getTime();
 
+/** The decision, with each moved tag shown in status.addons, reported once as an Event and named in AddonsReady. */
 export function decideAddons(input: AddonsInput): AddonsDecision {
+  const decision = decide(input);
+  const before = input.p.status?.addons ?? [];
+  const addons = markMovedTags(decision.addons, input.tags);
+  const moved = addons.filter((a) => a.tagDigest);
+  const events = [...decision.events];
+  for (const a of moved) {
+    if (before.find((b) => b.name === a.name)?.tagDigest !== a.tagDigest)
+      events.push({ type: "Warning", reason: REASON_TAG_MOVED, message: describeMovedTag(a) });
+  }
+  if (!moved.length) return { ...decision, addons, events };
+  const text = `tag moved: ${moved.map(describeMovedTag).join("; ")}`;
+  const { condition } = decision;
+  return {
+    ...decision,
+    addons,
+    events,
+    condition:
+      condition.reason === "Installed"
+        ? { ...condition, reason: REASON_TAG_MOVED, message: `${condition.message}; ${text}` }
+        : { ...condition, message: `${condition.message}; ${text}` },
+  };
+}
+
+function decide(input: AddonsInput): AddonsDecision {
   const { p, now } = input;
   const time = statusTime(now);
   const before = p.status?.addons ?? [];
@@ -69,7 +104,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
   let addons = [...before];
   const upsert = (next: AddonStatus) => {
     const old = addons.find((a) => a.name === next.name);
-    const same = old && old.state === next.state && old.hash === next.hash && old.message === next.message;
+    const same = old && old.state === next.state && old.hash === next.hash && old.digest === next.digest && old.message === next.message;
     const entry = same ? old : { ...next, lastTransitionTime: time };
     addons = old ? addons.map((a) => (a.name === next.name ? entry : a)) : [...addons, entry];
   };
@@ -82,7 +117,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
     const jobName = latest.metadata!.name!;
     for (const e of record.entries) {
       const result = readResult(input.results[e.name], jobName);
-      const base = { name: e.name, chart: e.chart, version: e.version, namespace: e.namespace, hash: e.hash };
+      const base = { name: e.name, chart: e.chart, version: e.version, ...(e.digest ? { digest: e.digest } : {}), namespace: e.namespace, hash: e.hash };
       const old = before.find((a) => a.name === e.name);
       if (result?.state === "Uninstalled") {
         addons = addons.filter((a) => a.name !== e.name);
@@ -96,7 +131,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
           result?.message ?? `the addons Job ${jobName} ended (${state?.reason ?? "failed"}) before it got to ${e.name}; ${input.logsHint(latest)}`;
         upsert({
           ...base,
-          ...(e.action === "remove" && old ? { chart: old.chart, version: old.version, hash: old.hash } : {}),
+          ...(e.action === "remove" && old ? { chart: old.chart, version: old.version, digest: old.digest, hash: old.hash } : {}),
           state: "Failed",
           message,
           retryToken: record.retryToken,
@@ -140,8 +175,21 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
       condition: { type: CONDITION.addonsReady, status: "False", reason: "InvalidAddons", message },
     };
   }
+  const { pinned, unresolved } = pinAddons(resolved.addons, addons, input.tags);
+  if (unresolved.length) {
+    const message =
+      `cannot read the digest of ${unresolved.map((u) => `${u.name}'s chart ${chartRef(u.chart, u.version)} (${u.problem})`).join("; ")}; ` +
+      "nothing was changed: publish the chart version or correct spec.addons; the BPA looks again every 30 s";
+    const previous = p.status?.conditions?.find((c) => c.type === CONDITION.addonsReady);
+    const said = previous?.reason === REASON_CHART_UNRESOLVED && previous.message === capMessage(message);
+    return {
+      addons: order(addons),
+      events: said ? events : [...events, { type: "Warning", reason: REASON_CHART_UNRESOLVED, message }],
+      condition: { type: CONDITION.addonsReady, status: "False", reason: REASON_CHART_UNRESOLVED, message },
+    };
+  }
   const retryToken = p.metadata.annotations?.[ANNOTATION_RETRY] ?? "";
-  const plan = planAddons(resolved.addons, addons, retryToken);
+  const plan = planAddons(pinned, addons, retryToken);
   const failedText = plan.failed.map((a) => `${a.name}: ${a.message ?? "failed"}`).join("; ");
   const retryHint = `change the addon or set the annotation ${ANNOTATION_RETRY} to a new value to try again`;
   if (addonsUpToDate(plan)) {
@@ -169,7 +217,7 @@ export function decideAddons(input: AddonsInput): AddonsDecision {
     };
   }
   for (const a of plan.apply) {
-    upsert({ name: a.name, chart: a.chart, version: a.version, namespace: a.namespace, hash: a.hash, state: "Pending" });
+    upsert({ name: a.name, chart: a.chart, version: a.version, digest: a.digest, namespace: a.namespace, hash: a.hash, state: "Pending" });
   }
   const hash = addonsHash(plan, retryToken, input.registryCaPem);
   return {

@@ -592,7 +592,8 @@ export class Reconciler {
       },
       [assignedCondition(plan.hosts), reconciledCondition(p), ...(nodes.condition ? [nodes.condition] : []), ...conditions, addons.condition],
     );
-    return "upToDate" in state ? { requeueAfterMs: NODES_REFRESH_MS } : {};
+    const requeue = Math.min("upToDate" in state ? NODES_REFRESH_MS : Infinity, addons.requeueAfterMs ?? Infinity);
+    return requeue < Infinity ? { requeueAfterMs: requeue } : {};
   }
 
   /** Writes the operation's inventory and creates its Job; one Event says what it does. */

@@ -40,6 +40,9 @@ export function statusTime(t: Date | string): string {
 /** Condition messages are capped (the CRD allows 32 KiB; status should stay readable). */
 export const MAX_MESSAGE = 4096;
 
+/** A condition message as status keeps it. */
+export const capMessage = (message: string) => (message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message);
+
 /**
  * Merges new condition values into the old list: lastTransitionTime only changes when the
  * status changes; types not given keep their old value.
@@ -53,7 +56,7 @@ export function mergeConditions(
   const byType = new Map((old ?? []).map((c) => [c.type, c]));
   for (const u of updates) {
     const previous = byType.get(u.type);
-    const message = u.message.length > MAX_MESSAGE ? `${u.message.slice(0, MAX_MESSAGE - 3)}...` : u.message;
+    const message = capMessage(u.message);
     byType.set(u.type, {
       type: u.type,
       status: u.status,

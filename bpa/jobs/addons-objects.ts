@@ -56,7 +56,7 @@ export interface AddonsJobRecord {
   retryToken: string;
   /** When the operator made it (ms): creationTimestamp has whole seconds, and two Jobs may share one. */
   createdMs?: number;
-  entries: { name: string; action: "apply" | "remove"; chart: string; version: string; namespace: string; hash: string }[];
+  entries: { name: string; action: "apply" | "remove"; chart: string; version: string; digest?: string; namespace: string; hash: string }[];
 }
 
 export function addonsJobRecord(plan: AddonsPlan, retryToken: string, createdMs?: number): AddonsJobRecord {
@@ -64,15 +64,23 @@ export function addonsJobRecord(plan: AddonsPlan, retryToken: string, createdMs?
     retryToken,
     ...(createdMs !== undefined ? { createdMs } : {}),
     entries: [
-      ...plan.apply.map(({ name, chart, version, namespace, hash }) => ({ name, action: "apply" as const, chart, version, namespace, hash })),
-      ...plan.remove.map(({ name, chart, version, namespace, hash }) => ({ name, action: "remove" as const, chart, version, namespace, hash })),
+      ...plan.apply.map(({ name, chart, version, digest, namespace, hash }) => ({ name, action: "apply" as const, chart, version, digest, namespace, hash })),
+      ...plan.remove.map(({ name, chart, version, digest, namespace, hash }) => ({
+        name,
+        action: "remove" as const,
+        chart,
+        version,
+        ...(digest ? { digest } : {}),
+        namespace,
+        hash,
+      })),
     ],
   };
 }
 
 export function jobPlan(plan: AddonsPlan): AddonsJobPlan {
   return {
-    apply: plan.apply.map(({ name, chart, version, namespace, values, hash }) => ({ name, chart, version, namespace, values, hash })),
+    apply: plan.apply.map(({ name, chart, version, digest, namespace, values, hash }) => ({ name, chart, version, digest, namespace, values, hash })),
     remove: plan.remove.map(({ name, namespace }) => ({ name, namespace })),
   };
 }

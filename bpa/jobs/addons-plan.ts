@@ -1,22 +1,22 @@
 /**
  * What the next addons Job does to an application cluster: install or upgrade the addons
- * whose chart, version, namespace or values changed (or that never were), uninstall the
+ * whose chart, version, digest, namespace or values changed (or that never were), uninstall the
  * ones no longer asked for, and leave a failed one alone until it changes or the retry
  * annotation does. Pure: the reconciler gives it spec.addons resolved and status.addons.
  */
-import type { ResolvedAddon } from "../api/addons.js";
+import type { PinnedAddon } from "../api/addons.js";
 import type { AddonStatus } from "../api/types.js";
 
 export interface AddonsPlan {
-  /** helm upgrade --install, in the order of spec.addons. */
-  apply: ResolvedAddon[];
+  /** helm upgrade --install, by chart digest, in the order of spec.addons. */
+  apply: PinnedAddon[];
   /** helm uninstall. */
   remove: AddonStatus[];
   /** Failed and waiting for a change or the retry annotation. */
   failed: AddonStatus[];
 }
 
-export function planAddons(desired: readonly ResolvedAddon[], current: readonly AddonStatus[] = [], retryToken = ""): AddonsPlan {
+export function planAddons(desired: readonly PinnedAddon[], current: readonly AddonStatus[] = [], retryToken = ""): AddonsPlan {
   const byName = new Map(current.map((a) => [a.name, a]));
   const wanted = new Set(desired.map((a) => a.name));
   const failedAlready = (a: AddonStatus) => a.state === "Failed" && (a.retryToken ?? "") === retryToken;

@@ -63,9 +63,13 @@ export const RUNNER_ADDONS_REGISTRY_CA_PATH = `${RUNNER_ADDONS_DIR}/${ADDONS_KEY
 export const RUNNER_KUBECONFIG_DIR = "/kubeconfig";
 export const RUNNER_KUBECONFIG_PATH = `${RUNNER_KUBECONFIG_DIR}/${KUBECONFIG_KEY}`;
 
-/** What the addons Job does, as plan.json: releases to install or upgrade, then releases to uninstall. */
+/**
+ * What the addons Job does, as plan.json: releases to install or upgrade, then releases to
+ * uninstall. Helm installs each chart by its digest (oci://…/chart@digest); version is the tag
+ * it was recorded from, for the log.
+ */
 export interface AddonsJobPlan {
-  apply: { name: string; chart: string; version: string; namespace: string; values: Record<string, unknown>; hash: string }[];
+  apply: { name: string; chart: string; version: string; digest: string; namespace: string; values: Record<string, unknown>; hash: string }[];
   remove: { name: string; namespace: string }[];
 }
 

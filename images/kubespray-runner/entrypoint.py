@@ -26,8 +26,9 @@ and its message go into the pod's termination message ($BPA_TERMINATION_LOG, def
 /dev/termination-log), which the BPA shows in the Provisioning's Failed condition.
 
 addons (the addons Job): helm upgrade --install each addon of the plan ($BPA_ADDONS_PLAN,
-JSON: apply [name, chart, version, namespace, values], remove [name, namespace]) against the
-application cluster ($BPA_KUBECONFIG), charts pulled from the appliance's registry verified
+JSON: apply [name, chart, version, digest, namespace, values], remove [name, namespace]) against the
+application cluster ($BPA_KUBECONFIG), each chart pulled by its digest (chart@digest, never by
+its tag: Helm checks the manifest it gets against it) from the appliance's registry verified
 with $BPA_REGISTRY_CA, then helm uninstall the removed ones; each addon's result (Installed,
 Uninstalled, Failed with the end of Helm's output) is merged into ConfigMap
 $BPA_ADDONS_RESULTS as soon as it is known, stamped with $BPA_ADDONS_JOB.
@@ -444,6 +445,8 @@ def install():
 HELM_WAIT = "10m"
 # The end of Helm's output that goes into an addon's result (its whole output is in the Job's log).
 RESULT_MESSAGE_CHARS = 1000
+# The chart digest the BPA recorded for an addon: what Helm installs.
+CHART_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def run_helm(command):
@@ -491,10 +494,15 @@ def addons():
     common = ["--kubeconfig", kubeconfig]
     for addon in plan.get("apply", []):
         name = addon["name"]
+        digest = addon.get("digest")
+        if not isinstance(digest, str) or not CHART_DIGEST.match(digest):
+            report(name, "Failed", f"the plan gives {name} no chart digest (got {json.dumps(digest)}): the addons Job installs charts by digest only; the BPA records one for each addon")
+            continue
         values = os.path.join(work, f"{name}.values.json")
         with open(values, "w") as f:
             json.dump(addon.get("values") or {}, f)
-        command = [helm, "upgrade", "--install", name, addon["chart"], "--version", addon["version"], "--namespace", addon["namespace"], "--create-namespace"]
+        # By digest and without --version: Helm would otherwise resolve the tag too and refuse a moved one.
+        command = [helm, "upgrade", "--install", name, f"{addon['chart']}@{digest}", "--namespace", addon["namespace"], "--create-namespace"]
         command += ["--values", values, "--wait=watcher", "--timeout", HELM_WAIT, *common]
         if registry_ca:
             command += ["--ca-file", registry_ca]

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import type { CatalogAddon } from "../../../common/addons-catalog.js";
 import type { AddonStatus, Provisioning } from "../../../bpa/api/types.js";
 import { decideAddons, type AddonsInput } from "../../../bpa/controller/addons.js";
-import { addonsJob, addonsNames } from "../../../bpa/jobs/addons-objects.js";
+import { addonsJob, addonsNames, addonsPlanConfigMap } from "../../../bpa/jobs/addons-objects.js";
+import { tagKey, type TagLookup } from "../../../bpa/controller/chart-registry.js";
 import { parseConfig } from "../../../bpa/config/config.js";
 
 const CATALOG: CatalogAddon[] = [
@@ -11,6 +12,12 @@ const CATALOG: CatalogAddon[] = [
   { name: "node-feature-discovery", chart: "oci://bootstrap.icn:5000/charts/node-feature-discovery", version: "0.19.0", namespace: "nfd", default: true },
 ];
 const NOW = new Date("2026-11-27T12:00:00Z");
+const digest = (c: string) => `sha256:${c.repeat(64)}`;
+/** What the registry's tags name: each catalog chart's version. */
+const TAGS = new Map<string, TagLookup>([
+  [tagKey(CATALOG[0]!.chart, "4.3.0"), { digest: digest("1") }],
+  [tagKey(CATALOG[1]!.chart, "0.19.0"), { digest: digest("2") }],
+]);
 const config = parseConfig(
   {
     runnerImage: "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0",
@@ -35,6 +42,7 @@ const input = (p: Provisioning, over: Partial<AddonsInput> = {}): AddonsInput =>
   registryCaPem: "CA",
   jobs: [],
   results: {},
+  tags: TAGS,
   clusterReady: true,
   logsHint: (job) => `logs: kubectl -n team-a logs job/${job.metadata!.name}`,
   now: NOW,
@@ -173,5 +181,63 @@ describe("the addons step's decision", () => {
       reason: "Installed",
       message: "no addons asked for (this appliance serves no addons: ConfigMap bpa-system/bpa-addons not found)",
     });
+  });
+
+  it("pins each chart to the digest its tag names: the plan and status.addons carry it, Helm gets chart@digest", () => {
+    const p = provisioning();
+    const d = decideAddons(input(p));
+    expect(d.addons.map((a) => [a.name, a.digest])).toEqual([
+      ["multus", digest("1")],
+      ["node-feature-discovery", digest("2")],
+    ]);
+    const plan = JSON.parse(addonsPlanConfigMap(p, d.start!.hash, d.start!.plan, "CA").data!["plan.json"]!);
+    expect(plan.apply.map((a: { name: string; chart: string; digest: string }) => [a.name, `${a.chart}@${a.digest}`])).toEqual([
+      ["multus", `oci://bootstrap.icn:5000/charts/multus@${digest("1")}`],
+      ["node-feature-discovery", `oci://bootstrap.icn:5000/charts/node-feature-discovery@${digest("2")}`],
+    ]);
+    expect(d.start!.record.entries.map((e) => e.digest)).toEqual([digest("1"), digest("2")]);
+  });
+
+  it("a tag moved under a recorded digest: the recorded one stays, status shows the tag's, AddonsReady and one Event say it", () => {
+    const p = provisioning({ addons: [{ name: "multus" }] });
+    const installed = decideAddons(input(p)).addons.map((a) => ({ ...a, state: "Installed" as const }));
+    const moved = new Map(TAGS).set(tagKey(CATALOG[0]!.chart, "4.3.0"), { digest: digest("9") });
+    const d = decideAddons(input(provisioning({ addons: [{ name: "multus" }] }, installed), { tags: moved }));
+    expect(d.start).toBeUndefined();
+    expect(d.addons).toMatchObject([{ name: "multus", state: "Installed", digest: digest("1"), tagDigest: digest("9") }]);
+    expect(d.condition).toMatchObject({ type: "AddonsReady", status: "True", reason: "AddonTagMoved" });
+    const said = `multus: bootstrap.icn:5000/charts/multus:4.3.0 now names ${digest("9")}; the addon keeps ${digest("1")}`;
+    expect(d.condition.message).toContain(said);
+    expect(d.events).toEqual([{ type: "Warning", reason: "AddonTagMoved", message: expect.stringContaining(said) }]);
+    // Said once; when the tag names the recorded digest again, status says so.
+    const again = decideAddons(input(provisioning({ addons: [{ name: "multus" }] }, d.addons), { tags: moved }));
+    expect(again.events).toEqual([]);
+    expect(again.start).toBeUndefined();
+    const back = decideAddons(input(provisioning({ addons: [{ name: "multus" }] }, d.addons)));
+    expect(back.addons[0]!.tagDigest).toBeUndefined();
+    expect(back.condition).toMatchObject({ status: "True", reason: "Installed" });
+    // Other values upgrade the addon with the recorded digest, not the tag's.
+    const changed = decideAddons(input(provisioning({ addons: [{ name: "multus", values: { a: 1 } }] }, d.addons), { tags: moved }));
+    expect(changed.start!.plan.apply.map((a) => a.digest)).toEqual([digest("1")]);
+  });
+
+  it("a digest named in spec.addons is what is installed; a tag naming another is reported", () => {
+    const installed = decideAddons(input(provisioning({ addons: [{ name: "multus" }] }))).addons.map((a) => ({ ...a, state: "Installed" as const }));
+    const d = decideAddons(input(provisioning({ addons: [{ name: "multus", digest: digest("7") }] }, installed)));
+    expect(d.start?.summary).toBe("upgrade multus 4.3.0");
+    expect(d.start!.plan.apply.map((a) => a.digest)).toEqual([digest("7")]);
+    expect(d.addons).toMatchObject([{ name: "multus", state: "Pending", digest: digest("7"), tagDigest: digest("1") }]);
+    expect(d.events.map((e) => e.reason)).toEqual(["AddonTagMoved"]);
+  });
+
+  it("a chart version whose digest cannot be read: nothing starts, AddonsReady names it and the registry's answer", () => {
+    const tags = new Map(TAGS).set(tagKey(CATALOG[1]!.chart, "0.19.0"), {
+      missing: "bootstrap.icn:5000/charts/node-feature-discovery:0.19.0 is not in the registry",
+    });
+    const d = decideAddons(input(provisioning(), { tags }));
+    expect(d.start).toBeUndefined();
+    expect(d.condition).toMatchObject({ status: "False", reason: "ChartUnresolved" });
+    expect(d.condition.message).toContain("node-feature-discovery's chart bootstrap.icn:5000/charts/node-feature-discovery:0.19.0 (");
+    expect(d.events.map((e) => e.reason)).toEqual(["ChartUnresolved"]);
   });
 });

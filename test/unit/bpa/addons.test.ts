@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { resolveAddons, type CatalogAddon } from "../../../bpa/api/addons.js";
+import { resolveAddons, withDigest, type CatalogAddon } from "../../../bpa/api/addons.js";
 import type { AddonStatus } from "../../../bpa/api/types.js";
 import { describeAddonsPlan, planAddons } from "../../../bpa/jobs/addons-plan.js";
 
@@ -20,6 +20,10 @@ const resolve = (raw: unknown) => {
   if (!r.ok) throw new Error(r.errors.join("\n"));
   return r.addons;
 };
+const DIGEST = `sha256:${"a".repeat(64)}`;
+const OTHER = `sha256:${"b".repeat(64)}`;
+/** Resolved and pinned to a chart digest, as the operator plans them. */
+const pinned = (raw: unknown, digest = DIGEST) => resolve(raw).map((a) => withDigest(a, digest));
 const errors = (raw: unknown) => {
   const r = resolveAddons(raw, CATALOG);
   return r.ok ? [] : r.errors;
@@ -55,6 +59,19 @@ describe("spec.addons", () => {
     expect(new Set([a!.hash, c!.hash, d!.hash]).size).toBe(3);
   });
 
+  it("may name the chart's digest; another digest is another release, as another version is", () => {
+    const [named] = resolve([{ name: "multus", digest: DIGEST }]);
+    expect(named).toMatchObject({ version: "4.3.0", digest: DIGEST });
+    const [plain] = resolve([{ name: "multus" }]);
+    expect(plain!.digest).toBeUndefined();
+    expect(withDigest(plain!, DIGEST).hash).toBe(named!.hash);
+    expect(withDigest(plain!, OTHER).hash).not.toBe(named!.hash);
+    expect(errors([{ name: "multus", digest: "4.3.0" }])).toEqual([
+      'spec.addons[0].digest: expected a manifest digest such as sha256:<64 lower-case hex digits>, got "4.3.0"',
+    ]);
+    expect(errors([{ name: "multus", digest: `sha256:${"A".repeat(64)}` }])[0]).toMatch(/^spec\.addons\[0\]\.digest: expected a manifest digest/);
+  });
+
   it("names each bad field and how to fix it", () => {
     expect(errors("multus")).toEqual(["spec.addons: expected a list of addons (omit it for the appliance's default set, [] for none)"]);
     expect(errors([{ name: "Multus" }])[0]).toMatch(/^spec\.addons\[0\]\.name: expected a release name/);
@@ -86,7 +103,7 @@ describe("the addons plan", () => {
   });
 
   it("installs what is new, upgrades what changed, uninstalls what is gone, and keeps what is installed", () => {
-    const [multus, nfd] = resolve(undefined);
+    const [multus, nfd] = pinned(undefined);
     const plan = planAddons(
       [multus!, nfd!],
       [status("multus", multus!.hash, "Installed"), status("node-feature-discovery", "old", "Installed"), status("gone", "h", "Installed")],
@@ -102,11 +119,11 @@ describe("the addons plan", () => {
   });
 
   it("leaves a failed addon alone until it changes or the retry annotation does", () => {
-    const [multus] = resolve([{ name: "multus" }]);
+    const [multus] = pinned([{ name: "multus" }]);
     const failed = status("multus", multus!.hash, "Failed", "");
     expect(planAddons([multus!], [failed], "")).toMatchObject({ apply: [], failed: [failed] });
     expect(planAddons([multus!], [failed], "again").apply.map((a) => a.name)).toEqual(["multus"]);
-    const [changed] = resolve([{ name: "multus", values: { fixed: true } }]);
+    const [changed] = pinned([{ name: "multus", values: { fixed: true } }]);
     expect(planAddons([changed!], [failed], "").apply.map((a) => a.name)).toEqual(["multus"]);
     // A failed uninstall waits for the annotation too.
     const stuck = status("gone", "h", "Failed", "t1");
@@ -115,8 +132,14 @@ describe("the addons plan", () => {
   });
 
   it("a Job that did not finish (Pending, Installing, Removing) is planned again", () => {
-    const [multus] = resolve([{ name: "multus" }]);
+    const [multus] = pinned([{ name: "multus" }]);
     expect(planAddons([multus!], [status("multus", multus!.hash, "Installing")]).apply).toHaveLength(1);
     expect(planAddons([], [status("gone", "h", "Removing")]).remove).toHaveLength(1);
+  });
+
+  it("another chart digest under the same version is an upgrade", () => {
+    const [multus] = pinned([{ name: "multus" }]);
+    const [moved] = pinned([{ name: "multus" }], OTHER);
+    expect(planAddons([moved!], [status("multus", multus!.hash, "Installed")]).apply).toEqual([moved]);
   });
 });
