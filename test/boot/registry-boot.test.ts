@@ -6,11 +6,14 @@
  * authenticated pushes refused with nothing written; the admin's credentials (read over
  * SSH) push a new repository and a new tag, but not over a tag the appliance shipped;
  * plain HTTP refused; only the site-facing ports on the network. A second boot of the
- * same image makes another CA and other credentials.
+ * same image makes another CA and other credentials; that machine has a site network and a
+ * provisioning network too (two more NICs on taps in network namespaces, given by a site
+ * disk), and every listener it shows is tried from a host on each: the exposure table of
+ * docs/network-exposure.md, measured by connecting.
  */
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -20,7 +23,7 @@ import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
-import { EXPOSURE_COMMAND, exposureFromOutput, readmeExposure } from "../helpers/exposure.js";
+import { LISTENERS_COMMAND, measureExposure, measuringNetworks, parseListeners, readmeExposure, type MeasuringNetworks } from "../helpers/exposure.js";
 
 const BOOT_TIMEOUT_S = 15 * 60;
 let out: string;
@@ -34,15 +37,19 @@ interface Appliance {
   ssh: (command: string) => Promise<string>;
 }
 
-async function bootAppliance(): Promise<Appliance> {
+/** Boots the built qcow2: SSH, the registry and the file server forwarded to loopback; with networks, on those too (their site disk). */
+async function bootAppliance(networks?: { measuring: MeasuringNetworks; siteDisk: string }): Promise<Appliance> {
   const [registryPort, filesPort, sshPort] = [await freePort(), await freePort(), await freePort()];
-  const vm = await bootImage({
+  const booting = bootImage({
     image: join(out, "icn-bootstrap.qcow2"),
     firmware: "bios",
     timeoutSeconds: BOOT_TIMEOUT_S,
     keepRunning: true,
     hostForwards: [`tcp:127.0.0.1:${registryPort}-:5000`, `tcp:127.0.0.1:${filesPort}-:8080`, `tcp:127.0.0.1:${sshPort}-:22`],
+    extraTaps: networks?.measuring.taps,
+    extraDisks: networks ? [networks.siteDisk] : undefined,
   });
+  const vm = networks ? await networks.measuring.during(booting) : await booting;
   const ssh = async (command: string) => {
     const result = await execa("ssh", [
       "-i",
@@ -252,11 +259,6 @@ describe("the booted appliance's registry", () => {
     expect(loopbackDoor.trim()).toBe("200 403");
   });
 
-  it("exposes exactly what docs/network-exposure.md's table says (its listeners and its firewall)", async () => {
-    const shown = exposureFromOutput(await first.ssh(EXPOSURE_COMMAND));
-    expect(shown).toEqual(await readmeExposure({ kubernetes: false, provisioningNetwork: false }));
-  });
-
   it("gives the REST API a certificate of its own from the same CA, for the same names, never the registry's key", async () => {
     const pki = "/etc/icn-bootstrap/pki";
     const pubkey = (name: string) => `openssl pkey -in ${pki}/${name}.key -pubout | sha256sum | cut -c1-64`;
@@ -275,12 +277,32 @@ describe("the booted appliance's registry", () => {
     expect(keyMode).toBe("600");
   });
 
-  it("makes another CA and other push credentials when the same image boots on another machine", { timeout: BOOT_TIMEOUT_S * 1000 + 60_000 }, async () => {
-    const firstCa = await readFile(join(certs, "ca.crt"), "utf8");
-    await first.vm.stop?.();
-    const second = await bootAppliance();
-    try {
-      expect(second.vm.ready, second.vm.lastLines.join("\n")).toBe(true);
+  describe("the same image on another machine, on a site network and a provisioning network", () => {
+    const networks = measuringNetworks();
+    let second: Appliance;
+
+    beforeAll(
+      async () => {
+        await first.vm.stop?.();
+        const site = join(out, "site");
+        await mkdir(site, { recursive: true });
+        await writeFile(join(site, "site.yaml"), `version: 1\n${networks.siteYaml}`);
+        const siteDisk = join(out, "site.img");
+        const written = await runCli(["site", "write", site, "--new", siteDisk]);
+        expect(written.exitCode, written.all).toBe(0);
+        second = await bootAppliance({ measuring: networks, siteDisk });
+        expect(second.vm.ready, second.vm.lastLines.join("\n")).toBe(true);
+      },
+      BOOT_TIMEOUT_S * 1000 + 120_000,
+    );
+
+    afterAll(async () => {
+      await second?.vm.stop?.();
+      await networks.remove();
+    });
+
+    it("makes another CA and other push credentials", async () => {
+      const firstCa = await readFile(join(certs, "ca.crt"), "utf8");
       const secondCa = await (await fetch(`${second.files}/icn-registry-ca.crt`)).text();
       expect(fingerprint(secondCa)).not.toBe(fingerprint(firstCa));
       const secondPassword = (await second.ssh("cat /etc/icn-bootstrap/pki/registry-push.password")).trim();
@@ -289,8 +311,12 @@ describe("the booted appliance's registry", () => {
       // The first machine's CA does not vouch for the second one.
       const crossed = await skopeo(["inspect", "--cert-dir", certs, `docker://${second.registry}/pause:3.10.1`]);
       expect(crossed.ok).toBe(false);
-    } finally {
-      await second.vm.stop?.();
-    }
+    });
+
+    it("exposes exactly what docs/network-exposure.md's table says, measured by connecting from the site network and from the provisioning network", async () => {
+      const listeners = parseListeners(await second.ssh(LISTENERS_COMMAND));
+      const measured = await measureExposure(listeners, networks, networks.provisioningAddress, 5);
+      expect(measured).toEqual(await readmeExposure({ kubernetes: false, provisioningNetwork: true }));
+    });
   });
 });
