@@ -283,7 +283,7 @@ describe("the booted appliance's registry", () => {
 
     beforeAll(
       async () => {
-        await first.vm.stop?.();
+        await first?.vm.stop?.();
         const site = join(out, "site");
         await mkdir(site, { recursive: true });
         await writeFile(join(site, "site.yaml"), `version: 1\n${networks.siteYaml}`);
