@@ -51,7 +51,7 @@ export function lookUpChartTag(chart: string, version: string, access: RegistryA
         method: "GET",
         headers: { host: url.host, accept: ACCEPT },
         ca: access.ca,
-        timeout: access.timeoutMs ?? 10_000,
+        timeout: access.timeoutMs ?? 5_000,
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -74,7 +74,7 @@ export function lookUpChartTag(chart: string, version: string, access: RegistryA
         });
       },
     );
-    req.on("timeout", () => req.destroy(new Error(`no answer within ${access.timeoutMs ?? 10_000} ms`)));
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${access.timeoutMs ?? 5_000} ms`)));
     req.on("error", (error) => resolve({ error: `${where}: ${chartRef(chart, version)}: ${error.message}` }));
     req.end();
   });
