@@ -11,6 +11,8 @@ import { dirname, join, relative, resolve } from "node:path";
 import yaml from "js-yaml";
 import { UserError } from "../errors.js";
 import { pinnedModuleDir } from "../sources/index.js";
+import { seededTagRules } from "../registry/seeded-tags.js";
+import { loadSeedLists, SEED_DIR } from "./seed.js";
 import type { Recipe } from "./recipe.js";
 
 export interface PlannedChart {
@@ -37,6 +39,10 @@ export async function planChart(recipe: Recipe, image: { ref: string; repository
   }
   const files: Record<string, string> = {};
   for (const file of chart.files) {
+    if (file.from === "shipped:") {
+      files[file.to] = await shippedRules();
+      continue;
+    }
     const sources = await readTree(await chartSource(file.from, recipe, image.ref, lockPath));
     for (const { from } of file.replace) {
       if (!Object.values(sources).some((text) => text.includes(from)))
@@ -50,6 +56,20 @@ export async function planChart(recipe: Recipe, image: { ref: string; repository
     }
   }
   return { name: chart.name, version: chart.version, chartYaml: chartYaml(chart), files };
+}
+
+/**
+ * The registry's rules (nginx maps) for every image the project's lists name, whatever a
+ * definition selects: the same chart from every build. Without digests: the chart is one
+ * of them, and its own digest depends on this file.
+ */
+async function shippedRules(): Promise<string> {
+  const lists = (await readdir(SEED_DIR)).filter((f) => f.endsWith(".yaml")).sort();
+  const images = await loadSeedLists(lists.map((f) => join(SEED_DIR, f)));
+  return seededTagRules(
+    images.map(({ repository, tag, tags }) => ({ repository, tag, tags })),
+    "the chart's bundle",
+  );
 }
 
 function chartYaml(chart: ChartRecipe): string {

@@ -132,8 +132,8 @@ export const Recipe = z
                 from: z
                   .string()
                   .regex(
-                    /^(?!(.*[/:])?\.\.(\/|$))(module:[a-z0-9._-]+:|recipe:|manifests\/)[^\0]+$/,
-                    "module:<artifact entry>:<path>, recipe:<path> or a path under the repository's manifests/ (no '..')",
+                    /^(?!(.*[/:])?\.\.(\/|$))((module:[a-z0-9._-]+:|recipe:|manifests\/)[^\0]+|shipped:)$/,
+                    "module:<artifact entry>:<path>, recipe:<path>, a path under the repository's manifests/ (no '..'), or shipped: (the registry's rules for the images the build ships)",
                   ),
                 to: z
                   .string()

@@ -198,3 +198,70 @@ describe.runIf(root)("the registry behind nginx, with the shipped configuration"
     expect(await inspect("site/huge:1")).not.toMatch(/^sha256:/);
   });
 });
+
+/** A push of a small image to REF as USER (a password of the front's file, or a wrong one). */
+async function pushAs(front: RegistryFront, user: string, ref: string, password = front.accounts[user]!) {
+  const layout = join(front.work, `push-${randomBytes(4).toString("hex")}`);
+  await writeImage(layout, "x:1", 4096);
+  return skopeo([
+    "copy",
+    "--preserve-digests",
+    "--dest-cert-dir",
+    front.certDir,
+    "--dest-creds",
+    `${user}:${password}`,
+    `oci:${layout}:x:1`,
+    `docker://${front.address}/${ref}`,
+  ]);
+}
+
+describe.runIf(root)("the registry accounts: the REST API's writes to no repository the build ships", () => {
+  for (const flavor of ["appliance", "chart"] as const) {
+    describe(flavor === "appliance" ? "the appliance's registry" : "the chart's own registry (serve.registry)", () => {
+      let front: RegistryFront;
+      beforeAll(async () => {
+        front = await startRegistryFront({ flavor });
+        await front.setShippedTags([
+          { repository: "icn/bpa", tag: "0.1.0", tags: ["latest"] },
+          { repository: "charts/multus", tag: "4.3.0", tags: [] },
+        ]);
+      }, 120_000);
+      afterAll(async () => {
+        await front?.stop();
+      });
+
+      it("the REST API's account (icn-api) is refused every repository the build ships, new tags included, and publishes elsewhere", async () => {
+        for (const ref of ["icn/bpa:upload", "charts/multus:9.9.9"]) {
+          const refused = await pushAs(front, "icn-api", ref);
+          expect(refused.ok, ref).toBe(false);
+          expect(refused.output).toContain(`denied: ${ref.split(":")[0]} is a repository the ${flavor === "chart" ? "bundle" : "appliance"} ships`);
+        }
+        expect((await pushAs(front, "icn-api", "site/app:1.0")).ok).toBe(true);
+        // A repository whose name only begins like a shipped one is not one.
+        expect((await pushAs(front, "icn-api", "icn/bpa-site:1.0")).ok).toBe(true);
+        expect((await pushAs(front, "icn-api", "icn/bpa/site:1.0")).ok).toBe(true);
+        // Another account's name with the API's password is no way around it.
+        const claimed = await pushAs(front, "icn-push", "icn/bpa:claimed", front.accounts["icn-api"]);
+        expect(claimed.ok).toBe(false);
+        expect(claimed.output).toMatch(/unauthorized|authentication required/);
+      });
+
+      it("no account moves a shipped tag; the push account pushes new tags into shipped repositories", async () => {
+        if (flavor === "chart") expect((await pushAs(front, "icn-seed", "icn/bpa:latest")).ok).toBe(true);
+        const moved = await pushAs(front, "icn-push", "icn/bpa:latest");
+        expect(moved.ok).toBe(false);
+        expect(moved.output).toContain(`denied: icn/bpa:latest is shipped with ${flavor === "chart" ? "the chart's bundle" : "this appliance"}`);
+        expect((await pushAs(front, "icn-api", "icn/bpa:0.1.0")).ok).toBe(false);
+        expect((await pushAs(front, "icn-push", "icn/bpa:admin")).ok).toBe(true);
+      });
+
+      if (flavor === "chart")
+        it("only the seeding account (deploy --images, a password of that deploy) sets a shipped tag, and only with its password", async () => {
+          expect((await pushAs(front, "icn-seed", "charts/multus:4.3.0")).ok).toBe(true);
+          const wrong = await pushAs(front, "icn-seed", "charts/multus:4.3.0", "not-the-password");
+          expect(wrong.ok).toBe(false);
+          expect(wrong.output).toMatch(/unauthorized|authentication required/);
+        });
+    });
+  }
+});

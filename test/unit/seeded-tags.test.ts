@@ -20,6 +20,14 @@ describe("nginx rules that keep the shipped tags immutable", () => {
     expect(rules).toMatch(/^ {4}default "";$/m);
   });
 
+  it("names every shipped repository exactly (its API paths), for the REST API account's rule; the chart's rules without digests", () => {
+    const rules = seededTagRules([{ repository: "coredns/coredns", tag: "v1.13.1", tags: [] }], "the chart's bundle");
+    expect(rules).toContain(`    "PUT /v2/coredns/coredns/manifests/v1.13.1" "coredns/coredns:v1.13.1 is shipped with the chart's bundle";`);
+    expect(rules).toMatch(/^map \$uri \$icn_shipped_repository \{$/m);
+    expect(rules).toContain(`    "~^/v2/coredns/coredns/(manifests|blobs|tags|referrers)/" "coredns/coredns";`);
+    expect(seededTagRules([{ repository: "a.b", tag: "1", tags: [] }])).toContain(`"~^/v2/a\\.b/(manifests|blobs|tags|referrers)/" "a.b";`);
+  });
+
   it("refuses a name that could break out of the nginx string", () => {
     expect(() => seededTagRules([{ repository: 'evil"; }', tag: "1", tags: [], digest: D1 }])).toThrow(/unexpected characters/);
     expect(() => seededTagRules([{ repository: "ok", tag: "1", tags: ["x y"], digest: D1 }])).toThrow(/ok:x y/);
