@@ -42,7 +42,10 @@ export interface UploadRecord {
   version?: string;
   /** os-image: qcow2 or raw (BareMetalHost spec.image.format). */
   format?: string;
-  /** os-image: the checksum file's path, and URL (BareMetalHost spec.image.checksum). */
+  /** os-image: the sha256 of the image and its type, as BareMetalHost spec.image.checksum and checksumType take them. */
+  checksum?: string;
+  checksumType?: "sha256";
+  /** os-image: the checksum file's path, and URL (<hex>  <name>, as sha256sum writes it). */
   checksumPath?: string;
   checksumUrl?: string;
   error?: string;

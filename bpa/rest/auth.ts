@@ -8,7 +8,8 @@
  *
  * Permissions are RBAC verbs on the resource `uploads` of the group bpa.akraino.org in the
  * API's namespace (no such object exists; RBAC authorises names, not objects), and `list`
- * on `provisionings` for the install status.
+ * on `provisionings` for the install status. `update` on `uploads` is the right to replace
+ * what another user published (no ready-made role grants it: an administrator does, on purpose).
  */
 import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { BPA_GROUP } from "../api/constants.js";
@@ -32,6 +33,7 @@ export interface Permission {
 
 export const UPLOAD: Permission = { verb: "create", resource: "uploads" };
 export const LIST_UPLOADS: Permission = { verb: "list", resource: "uploads" };
+export const REPLACE_OTHERS_UPLOADS: Permission = { verb: "update", resource: "uploads" };
 export const LIST_PROVISIONINGS: Permission = { verb: "list", resource: "provisionings", clusterWide: true };
 export const LIST_HOSTS: Permission = { verb: "list", resource: "baremetalhosts", group: "metal3.io", clusterWide: true };
 
@@ -86,6 +88,20 @@ export class Authenticator {
 
   /** 403 unless the cluster's RBAC allows `caller` the permission. */
   async authorize(caller: Caller, permission: Permission): Promise<void> {
+    if (!(await this.allowed(caller, permission))) {
+      const where = permission.clusterWide ? "cluster-wide" : `in namespace ${this.namespace}`;
+      throw new RequestError(
+        403,
+        `${caller.username} may not ${permission.verb} ${permission.resource}.${permission.group ?? BPA_GROUP} ${where}: bind a role that grants it, e.g. ` +
+          (permission.clusterWide
+            ? `kubectl create clusterrolebinding NAME --clusterrole=bpa-api-viewer --user=${caller.username}`
+            : `kubectl -n ${this.namespace} create rolebinding NAME --clusterrole=${permission.verb === "create" ? "bpa-api-uploader" : "bpa-api-viewer"} --user=${caller.username}`),
+      );
+    }
+  }
+
+  /** Whether the cluster's RBAC allows `caller` the permission (SubjectAccessReview). */
+  async allowed(caller: Caller, permission: Permission): Promise<boolean> {
     const review = await this.authz.createSubjectAccessReview({
       body: {
         apiVersion: "authorization.k8s.io/v1",
@@ -104,15 +120,6 @@ export class Authenticator {
         },
       },
     });
-    if (!review.status?.allowed) {
-      const where = permission.clusterWide ? "cluster-wide" : `in namespace ${this.namespace}`;
-      throw new RequestError(
-        403,
-        `${caller.username} may not ${permission.verb} ${permission.resource}.${permission.group ?? BPA_GROUP} ${where}: bind a role that grants it, e.g. ` +
-          (permission.clusterWide
-            ? `kubectl create clusterrolebinding NAME --clusterrole=bpa-api-viewer --user=${caller.username}`
-            : `kubectl -n ${this.namespace} create rolebinding NAME --clusterrole=${permission.verb === "create" ? "bpa-api-uploader" : "bpa-api-viewer"} --user=${caller.username}`),
-      );
-    }
+    return review.status?.allowed === true;
   }
 }

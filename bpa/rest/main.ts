@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { errorMessage, loadKubeConfig, makeClients, type Clients } from "../runtime/kube.js";
 import { makeLogger, type Logger } from "../runtime/log.js";
-import { Authenticator } from "./auth.js";
+import { Authenticator, REPLACE_OTHERS_UPLOADS } from "./auth.js";
 import { loadApiConfig, type ApiConfig } from "./config.js";
 import { RegistryClient } from "./registry.js";
 import { ApiServer, UPLOADS_PATH } from "./server.js";
@@ -71,6 +71,7 @@ export interface RunningApi {
 /** Starts the API (tests call this in-process). */
 export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): Promise<RunningApi> {
   const clients = makeClients(kc);
+  const auth = new Authenticator(kc, config.namespace, config.tokenAudience);
   const uploads = new Uploads({
     store: new Store(config.stateDir),
     path: UPLOADS_PATH,
@@ -79,13 +80,16 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
     expirationMs: config.expirationHours * 3600_000,
     filesBase: (host) => filesBase(config, host ?? undefined),
     registry: registryAccess(clients, config),
+    clients,
+    namespace: config.namespace,
+    mayReplaceOthers: (caller) => auth.allowed(caller, REPLACE_OTHERS_UPLOADS),
     log,
   });
   await uploads.start();
   const server = new ApiServer({
     uploads,
     filesBase: (host) => filesBase(config, host),
-    auth: new Authenticator(kc, config.namespace, config.tokenAudience),
+    auth,
     clients,
     namespace: config.namespace,
     log,

@@ -24,7 +24,8 @@ export function openApiDocument(): Record<string, unknown> {
       version: "v1",
       description:
         "Resumable uploads (tus 1.0.0: creation, termination, expiration) of files, container images and OS images to the ICN bootstrap appliance, and install status. " +
-        "Authenticate with a bearer token of the bootstrap cluster made for audience icn-bpa-api (kubectl create token SERVICEACCOUNT -n NAMESPACE --audience icn-bpa-api); RBAC decides: create on uploads.bpa.akraino.org in bpa-system to upload, list to read uploads, list provisionings.bpa.akraino.org / baremetalhosts.metal3.io cluster-wide for the install status.",
+        "Authenticate with a bearer token of the bootstrap cluster made for audience icn-bpa-api (kubectl create token SERVICEACCOUNT -n NAMESPACE --audience icn-bpa-api); RBAC decides: create on uploads.bpa.akraino.org in bpa-system to upload, list to read uploads, list provisionings.bpa.akraino.org / baremetalhosts.metal3.io cluster-wide for the install status. " +
+        "A published name belongs to the user who published it (update on uploads.bpa.akraino.org: the right to replace others'); the build's names (its OS images, the registry's shipped repositories, the addons catalog's charts) to nobody.",
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "A Kubernetes token of the bootstrap cluster" } },
@@ -52,7 +53,9 @@ export function openApiDocument(): Record<string, unknown> {
             version: { type: "string", description: "chart: the chart's version (spec.addons[].version)" },
             digest: { type: "string", description: "container-image and chart: the manifest digest; otherwise sha256:<hex> of the file" },
             format: { enum: ["qcow2", "raw"] },
-            checksumUrl: { type: "string" },
+            checksum: { type: "string", description: "os-image: its sha256 (hex), BareMetalHost spec.image.checksum" },
+            checksumType: { const: "sha256", description: "os-image: BareMetalHost spec.image.checksumType" },
+            checksumUrl: { type: "string", description: "os-image: the URL of its sha256sum file" },
             error: { type: "string" },
             bytesReceived: { type: "integer", description: "Bytes this server process received for the upload" },
           },
@@ -62,8 +65,9 @@ export function openApiDocument(): Record<string, unknown> {
           properties: {
             name: { type: "string" },
             url: { type: "string", description: "BareMetalHost spec.image.url" },
-            checksum: { type: "string", description: "BareMetalHost spec.image.checksum (URL of a sha256sum file)" },
-            checksumType: { const: "sha256" },
+            checksum: { type: "string", description: "BareMetalHost spec.image.checksum: the image's sha256 (hex)" },
+            checksumType: { const: "sha256", description: "BareMetalHost spec.image.checksumType" },
+            checksumUrl: { type: "string", description: "The URL of the image's sha256sum file on the file server" },
             sha256: { type: "string" },
             format: { enum: ["qcow2", "raw"], description: "BareMetalHost spec.image.format" },
             size: { type: "integer" },
@@ -162,8 +166,13 @@ export function openApiDocument(): Record<string, unknown> {
           responses: {
             "201": { description: "Created; Location is the upload's URL" },
             "400": { ...error, description: "Bad metadata (kind, name, sha256) or no Upload-Length" },
-            "409": { ...error, description: "An upload of the same kind and name is in progress" },
+            "409": {
+              ...error,
+              description:
+                "An upload of the same published name is in progress; or the name belongs to another user (only they, or a caller granted update on uploads, may replace it) or to the build (nobody may): the message names the owner",
+            },
             "413": { ...error, description: "Larger than the appliance's upload limit" },
+            "503": { ...error, description: "Who owns the name could not be read (the cluster or the registry did not answer); retry" },
             "507": { ...error, description: "Not enough disk space" },
             ...authErrors,
           },
@@ -187,10 +196,11 @@ export function openApiDocument(): Record<string, unknown> {
             },
             "409": {
               description:
-                "Upload-Offset is not where the upload is (HEAD tells); or, on the last PATCH, the name clashes with what is published (nothing published)",
+                "Upload-Offset is not where the upload is (HEAD tells); or, on the last PATCH, the name clashes with what is published, or has become another user's or the build's since the upload was created (nothing published)",
             },
             "422": { description: "sha256 mismatch or a bad image archive: nothing published, the upload removed" },
-            "502": { description: "The registry refused the push (e.g. a shipped tag): nothing published" },
+            "502": { description: "The registry refused the push: nothing published" },
+            "503": { description: "Who owns the name could not be read (the cluster or the registry did not answer): nothing published; retry" },
             "507": { description: "The disk filled up: received bytes are kept; free space and resume" },
             ...authErrors,
           },

@@ -2,8 +2,8 @@
  * Publishing a verified file on the appliance's file server: a rename from the upload
  * store into published/ (one file system), so the final name only ever holds complete,
  * verified bytes. Files go to uploads/<name> with <name>.sha256; OS images to
- * os-images/<name> with <name>.sha256sum (what a BareMetalHost's spec.image.checksum
- * points at) and their format read from the first bytes.
+ * os-images/<name> with <name>.sha256sum, their checksum (what a BareMetalHost's
+ * spec.image.checksum takes) and their format read from the first bytes.
  */
 import { randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
@@ -78,6 +78,8 @@ async function place(store: Store, record: UploadRecord, source: string): Promis
   await placePair(source, target, `${target}.sha256sum`, `${record.sha256}  ${record.name}\n`);
   return {
     path: `/os-images/${record.name}`,
+    checksum: record.sha256,
+    checksumType: "sha256",
     checksumPath: `/os-images/${record.name}.sha256sum`,
     digest: `sha256:${record.sha256}`,
     format,

@@ -48,7 +48,7 @@ export class RegistryClient {
     return this.base.host;
   }
 
-  private send(method: string, path: string, headers: Record<string, string | number>, body?: Buffer | { file: string }): Promise<Reply> {
+  private send(method: string, path: string, headers: Record<string, string | number>, body?: Buffer | { file: string }, timeoutMs?: number): Promise<Reply> {
     const url = new URL(path, this.base);
     const send = url.protocol === "https:" ? request : plainRequest;
     return new Promise((resolve, reject) => {
@@ -63,6 +63,7 @@ export class RegistryClient {
         },
       );
       req.on("error", (error) => reject(new RegistryError(`registry ${this.base.host}: ${error.message}`)));
+      if (timeoutMs) req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer to ${method} ${url.pathname} in ${timeoutMs / 1000} s`)));
       if (Buffer.isBuffer(body)) req.end(body);
       else if (body) {
         const stream = createReadStream(body.file, { highWaterMark: 1 << 20 });
@@ -81,6 +82,19 @@ export class RegistryClient {
       // nginx answers in plain text (401, 403 for a shipped tag)
     }
     throw new RegistryError(`registry ${this.base.host} refused ${what} (HTTP ${reply.status}): ${detail}`, reply.status);
+  }
+
+  /** The repository's tags (none when it does not exist); a registry that does not answer within `timeoutMs` is an error. */
+  async tags(repository: string, timeoutMs = 10_000): Promise<string[]> {
+    const reply = await this.send("GET", `/v2/${repository}/tags/list`, {}, undefined, timeoutMs);
+    if (reply.status === 404) return [];
+    if (reply.status !== 200) this.fail(`the tags of ${repository}`, reply);
+    try {
+      const tags = (JSON.parse(reply.body) as { tags?: unknown }).tags;
+      return Array.isArray(tags) ? tags.filter((t): t is string => typeof t === "string") : [];
+    } catch {
+      throw new RegistryError(`registry ${this.base.host} answered the tags of ${repository} with no JSON`);
+    }
   }
 
   async hasBlob(repository: string, digest: string): Promise<boolean> {

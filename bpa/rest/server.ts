@@ -7,10 +7,11 @@
 import { readFileSync, statSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
-import { BUILT_OS_IMAGE_LABEL, BUILT_OS_IMAGE_LABEL_VALUE, readBuiltOsImage, type BuiltOsImage } from "../../common/os-images.js";
+import type { BuiltOsImage } from "../../common/os-images.js";
 import { errorMessage, statusCode, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
-import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Permission } from "./auth.js";
+import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Caller, type Permission } from "./auth.js";
+import { listBuiltOsImages } from "./owners.js";
 import { RequestError } from "../../common/uploads.js";
 import { openApiDocument } from "./openapi.js";
 import { PAGE_HTML, PAGE_SCRIPT } from "./page.js";
@@ -133,21 +134,17 @@ export class ApiServer {
   /** The build's OS images, announced by ConfigMaps in the API's namespace (common/os-images.ts); none when they cannot be read. */
   private async builtOsImages(): Promise<BuiltOsImage[]> {
     try {
-      const list = await this.o.clients.core.listNamespacedConfigMap({
-        namespace: this.o.namespace,
-        labelSelector: `${BUILT_OS_IMAGE_LABEL}=${BUILT_OS_IMAGE_LABEL_VALUE}`,
-      });
-      return list.items.flatMap((cm) => readBuiltOsImage(cm.data) ?? []).sort((a, b) => a.name.localeCompare(b.name));
+      return await listBuiltOsImages(this.o.clients, this.o.namespace);
     } catch (error) {
       this.o.log.warn("cannot list the build's OS images", { namespace: this.o.namespace, error: String(error) });
       return [];
     }
   }
 
-  private async check(req: IncomingMessage, permission: Permission): Promise<string> {
+  private async check(req: IncomingMessage, permission: Permission): Promise<Caller> {
     const caller = await this.o.auth.authenticate(req.headers.authorization);
     await this.o.auth.authorize(caller, permission);
-    return caller.username;
+    return caller;
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -163,10 +160,10 @@ export class ApiServer {
       }
       if (method === "OPTIONS") return this.o.uploads.handle(req, res);
       if (!["POST", "HEAD", "PATCH", "DELETE"].includes(method)) throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
-      const user = await this.check(req, UPLOAD);
+      const caller = await this.check(req, UPLOAD);
       if (path === UPLOADS_PATH) {
         if (method !== "POST") throw new RequestError(405, `${method} ${path}: only POST creates an upload`);
-        return this.o.uploads.handle(req, res, user);
+        return this.o.uploads.handle(req, res, caller);
       }
       const id = UPLOAD_URL.exec(req.url ?? "")?.[1];
       if (!id)
@@ -175,8 +172,8 @@ export class ApiServer {
           `no such upload: ${req.url}; an upload's URL is ${UPLOADS_PATH}/ID as its creation's Location gave it, with nothing after the id`,
         );
       const owner = await this.o.uploads.owner(id);
-      if (owner !== user) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${user}`);
-      return this.o.uploads.handle(req, res, user, id);
+      if (owner !== caller.username) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${caller.username}`);
+      return this.o.uploads.handle(req, res, caller, id);
     }
     if (method !== "GET" && method !== "HEAD") throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
     switch (path) {
@@ -200,28 +197,33 @@ export class ApiServer {
       case `${API}/os-images`: {
         await this.check(req, LIST_UPLOADS);
         const base = this.o.filesBase(req.headers.host);
-        const images = (await this.o.uploads.list()).filter((u) => u.kind === "os-image" && u.state === "published").map((u) => withUrls(u, base));
+        // The build's own (the compute nodes' image) are served before an upload of the same name (icn-bootstrap-files.conf).
+        const built = await this.builtOsImages();
+        const images = (await this.o.uploads.list())
+          .filter((u) => u.kind === "os-image" && u.state === "published" && !built.some((b) => b.name === u.name))
+          .map((u) => withUrls(u, base));
+        // What a BareMetalHost's spec.image takes: url, checksum (the value) and checksumType, format.
         const uploaded = images.map((u) => ({
           name: u.name,
           url: u.url,
-          checksum: u.checksumUrl,
+          checksum: u.sha256,
           checksumType: "sha256",
+          checksumUrl: u.checksumUrl,
           sha256: u.sha256,
           format: u.format,
           size: u.size,
           published: u.finished,
           source: "upload",
         }));
-        // The build's own (the compute nodes' image), unless an upload of the same name is served in its place.
-        const built = (await this.builtOsImages()).filter((b) => !uploaded.some((u) => u.name === b.name));
         return sendJson(res, 200, {
           items: [
             ...uploaded,
             ...built.map((b) => ({
               name: b.name,
               url: `${base}${b.path}`,
-              checksum: `${base}${b.path}.sha256sum`,
+              checksum: b.sha256,
               checksumType: "sha256",
+              checksumUrl: `${base}${b.path}.sha256sum`,
               sha256: b.sha256,
               format: b.format,
               size: b.size,

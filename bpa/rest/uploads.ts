@@ -4,8 +4,10 @@
  * pushed. Until then the bytes live under incoming/<random id>, which nothing serves.
  *
  * Rules checked when an upload is created (before a byte is stored): metadata (kind,
- * name, sha256), the size limit, free space (this upload plus what the uploads in
- * progress still need), and one upload at a time per kind and name.
+ * name, sha256), the size limit, one upload at a time per published name, that the name
+ * is not the build's nor another user's (owners.ts), and free space (this upload plus what
+ * the uploads in progress still need). The owner is checked again when the upload is
+ * published, one publication per name at a time.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { rm } from "node:fs/promises";
@@ -13,7 +15,10 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { FileStore } from "@tus/file-store";
 import { EVENTS, Server as TusServer, type Upload } from "@tus/server";
+import type { Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
+import type { Caller } from "./auth.js";
+import { Owners, publishedName, recordName, type PublishedName } from "./owners.js";
 import { RequestError, parseUploadRequest, type Kind, type UploadRecord, type UploadRequest } from "../../common/uploads.js";
 import { publishFile } from "./publish-file.js";
 import { checkChart, pushChart } from "./push-chart.js";
@@ -23,7 +28,7 @@ import { sha256File } from "../../common/hash.js";
 import { withUrls, type Store } from "./store.js";
 
 /** Who sent a request, set by the server after authentication, read by the tus hooks. */
-const callers = new WeakMap<IncomingMessage, string>();
+const callers = new WeakMap<IncomingMessage, Caller>();
 /** The upload id the server checked the caller owns: the only one tus may act on for that request. */
 const checkedIds = new WeakMap<IncomingMessage, string>();
 
@@ -45,12 +50,18 @@ export interface UploadOptions {
   filesBase: (host: string | null) => string;
   /** A registry client with current credentials (read at each push), and the host nodes pull from. */
   registry: () => Promise<{ client: RegistryClient; pullHost: string }>;
+  /** The cluster and the API's namespace, where the build announces its names. */
+  clients: Clients;
+  namespace: string;
+  /** Whether RBAC grants the caller the right to replace what another user published. */
+  mayReplaceOthers: (caller: Caller) => Promise<boolean>;
   log: Logger;
 }
 
 const GiB = 1024 ** 3;
 const human = (n: number) => (n >= GiB ? `${(n / GiB).toFixed(2)} GiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`);
-const key = (kind: Kind, name: string) => `${kind}:${name}`;
+/** The claim of an upload in progress: its published name (a chart's without its version, unknown until it is read). */
+const key = (kind: Kind, name: string) => publishedName(kind, name).key;
 /** States of a record written when processing starts, before its outcome is known. */
 const PROCESSING: readonly string[] = ["verifying", "publishing"];
 const STOPPED_WHILE_PROCESSING =
@@ -64,7 +75,7 @@ function tusError(status: number, message: string) {
 export class Uploads {
   readonly tus: TusServer;
   private readonly datastore: FileStore;
-  /** kind:name -> id of the unfinished upload that holds the name. */
+  /** published name -> id of the unfinished upload that holds the name. */
   private readonly claims = new Map<string, string>();
   /** Ids accepted by onCreate that the store has not created yet. */
   private readonly creating = new Set<string>();
@@ -74,8 +85,12 @@ export class Uploads {
   private readonly received = new Map<string, number>();
   private createChain: Promise<unknown> = Promise.resolve();
   private expiryTimer: NodeJS.Timeout | undefined;
+  private readonly owners: Owners;
+  /** published name -> the publication under way: one at a time per name, so the owner checked is the owner replaced. */
+  private readonly publishing = new Map<string, Promise<unknown>>();
 
   constructor(private readonly o: UploadOptions) {
+    this.owners = new Owners({ clients: o.clients, namespace: o.namespace, records: () => o.store.readRecords(), registry: o.registry });
     this.datastore = new FileStore({ directory: o.store.incoming, expirationPeriodInMilliseconds: o.expirationMs });
     const write = this.datastore.write.bind(this.datastore);
     this.datastore.write = async (readable: Readable, id: string, offset: number) => {
@@ -97,9 +112,9 @@ export class Uploads {
       // Creation needs the whole length: free space and the size limit are checked up front.
       onUploadCreate: (req, upload) => {
         const node = nodeRequest(req);
-        const user = node ? callers.get(node) : undefined;
-        if (!user) throw tusError(500, "internal error: the upload request reached the store unauthenticated");
-        return this.serialised(() => this.onCreate(user, upload));
+        const caller = node ? callers.get(node) : undefined;
+        if (!caller) throw tusError(500, "internal error: the upload request reached the store unauthenticated");
+        return this.serialised(() => this.onCreate(caller, upload));
       },
       onUploadFinish: async (req, upload) => {
         const record = withUrls(await this.finish(upload), o.filesBase(req.headers.get("host")));
@@ -142,9 +157,9 @@ export class Uploads {
     if (this.expiryTimer) clearInterval(this.expiryTimer);
   }
 
-  /** Hands an authenticated request (user = who sent it; id = the upload whose owner the server checked) to the tus server. */
-  handle(req: IncomingMessage, res: ServerResponse, user?: string, id?: string): Promise<void> {
-    if (user) callers.set(req, user);
+  /** Hands an authenticated request (caller = who sent it; id = the upload whose owner the server checked) to the tus server. */
+  handle(req: IncomingMessage, res: ServerResponse, caller?: Caller, id?: string): Promise<void> {
+    if (caller) callers.set(req, caller);
     if (id) checkedIds.set(req, id);
     return this.tus.handle(req, res);
   }
@@ -162,7 +177,8 @@ export class Uploads {
     return next;
   }
 
-  private async onCreate(user: string, upload: Upload): Promise<{ metadata: Record<string, string> }> {
+  private async onCreate(caller: Caller, upload: Upload): Promise<{ metadata: Record<string, string> }> {
+    const user = caller.username;
     let request: UploadRequest;
     try {
       request = parseUploadRequest(upload.metadata);
@@ -186,6 +202,13 @@ export class Uploads {
         `${request.kind} "${request.name}" is being uploaded already (upload ${this.o.path}/${holder}): resume that upload, or remove it (DELETE ${this.o.path}/${holder}) before starting another`,
       );
     }
+    let replaces: string | undefined;
+    try {
+      replaces = await this.mayPublish(publishedName(request.kind, request.name), user, () => this.o.mayReplaceOthers(caller));
+    } catch (error) {
+      if (error instanceof RequestError) throw tusError(error.status, error.message);
+      throw error;
+    }
     const unpacked = request.kind === "container-image" ? size : 0; // the archive is unpacked before the push
     let pending = 0; // the bytes still to come of every upload in progress, and the unpacking of their images
     for (const u of await this.inProgress()) pending += (u.size ?? 0) - u.offset + (u.metadata?.kind === "container-image" ? (u.size ?? 0) : 0);
@@ -203,7 +226,40 @@ export class Uploads {
     this.creating.add(upload.id);
     setTimeout(() => this.creating.delete(upload.id), 60_000).unref();
     const filename = upload.metadata?.filename;
-    return { metadata: { kind: request.kind, name: request.name, sha256: request.sha256, user, ...(filename ? { filename } : {}) } };
+    return {
+      metadata: { kind: request.kind, name: request.name, sha256: request.sha256, user, ...(filename ? { filename } : {}), ...(replaces ? { replaces } : {}) },
+    };
+  }
+
+  /**
+   * 409 unless `user` may publish `target`: it is nobody's, or `user`'s, or another user's
+   * and `granted(owner)`. Returns that other user when it is replaced.
+   */
+  private async mayPublish(target: PublishedName, user: string, granted: (owner: string) => Promise<boolean>): Promise<string | undefined> {
+    const owner = await this.owners.owner(target);
+    if (!owner) return undefined;
+    if ("build" in owner) {
+      throw new RequestError(
+        409,
+        `${target.kind} "${target.name}" belongs to the build: ${owner.build}. Nobody may replace what the appliance ships: upload under another name`,
+      );
+    }
+    if (owner.user === user) return undefined;
+    if (await granted(owner.user)) return owner.user;
+    throw new RequestError(
+      409,
+      `${target.kind} "${target.name}" was published by ${owner.user} (upload ${owner.upload}): a name belongs to whoever published it, so only ${owner.user} may replace it. ` +
+        `Upload under another name, or ask an administrator for the right to replace others' uploads (RBAC verb update on uploads.bpa.akraino.org in namespace ${this.o.namespace})`,
+    );
+  }
+
+  /** Runs `work` when no other publication of the same name is under way. */
+  private holdingName<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const next = (this.publishing.get(key) ?? Promise.resolve()).then(work);
+    const settled = next.catch(() => undefined);
+    this.publishing.set(key, settled);
+    void settled.then(() => this.publishing.get(key) === settled && this.publishing.delete(key));
+    return next;
   }
 
   /** A write that failed because the disk is full says so (tus' own answer is a bare 500). */
@@ -260,18 +316,25 @@ export class Uploads {
         );
       }
       this.busy.set(upload.id, "publishing");
-      if (record.kind === "container-image") {
-        const { client, pullHost } = await this.o.registry();
-        const pushed = await pushImageArchive(source, join(this.o.store.work, upload.id), record.name, client, pullHost);
-        Object.assign(record, { digest: pushed.digest, url: pushed.url });
-      } else if (record.kind === "chart") {
-        const { client, pullHost } = await this.o.registry();
-        const chart = await checkChart(source, record.name);
-        Object.assign(record, await pushChart(source, join(this.o.store.work, upload.id), chart, client, pullHost));
-      } else {
-        Object.assign(record, await publishFile(this.o.store, record, source));
-      }
-      record.state = "published";
+      const chart = record.kind === "chart" ? await checkChart(source, record.name) : undefined;
+      const target = publishedName(record.kind, record.name, chart?.meta.version);
+      // Checked again: another upload may have published the name, or the build announced it, since this one was created.
+      await this.holdingName(target.key, async () => {
+        await this.mayPublish(target, record.user ?? "", async (owner) => m.replaces === owner);
+        if (record.kind === "container-image") {
+          const { client, pullHost } = await this.o.registry();
+          const pushed = await pushImageArchive(source, join(this.o.store.work, upload.id), record.name, client, pullHost);
+          Object.assign(record, { digest: pushed.digest, url: pushed.url });
+        } else if (chart) {
+          const { client, pullHost } = await this.o.registry();
+          Object.assign(record, await pushChart(source, join(this.o.store.work, upload.id), chart, client, pullHost));
+        } else {
+          Object.assign(record, await publishFile(this.o.store, record, source));
+        }
+        record.state = "published";
+        record.finished = new Date().toISOString();
+        await this.o.store.writeRecord(record);
+      });
       log.info("published", { digest: record.digest, where: record.path ?? record.url });
     } catch (error) {
       status = error instanceof RequestError ? error.status : error instanceof RegistryError ? 502 : 500;
@@ -281,7 +344,7 @@ export class Uploads {
     } finally {
       this.busy.delete(upload.id);
     }
-    record.finished = new Date().toISOString();
+    record.finished ??= new Date().toISOString();
     const received = this.received.get(upload.id);
     if (received !== undefined) record.bytesReceived = received;
     this.received.delete(upload.id);
@@ -335,11 +398,11 @@ export class Uploads {
     const finished = (await this.o.store.readRecords())
       .filter((r) => !PROCESSING.includes(r.state))
       .sort((a, b) => (a.finished ?? "").localeCompare(b.finished ?? ""));
-    // A later upload of the same kind and name replaced an earlier one.
+    // A later upload of the same published name replaced an earlier one.
     const latest = new Map<string, string>();
-    for (const r of finished) if (r.state === "published") latest.set(key(r.kind, r.name), r.id);
+    for (const r of finished) if (r.state === "published") latest.set(recordName(r).key, r.id);
     for (const r of finished) {
-      out.push(r.state === "published" && latest.get(key(r.kind, r.name)) !== r.id ? { ...r, state: "replaced" } : r);
+      out.push(r.state === "published" && latest.get(recordName(r).key) !== r.id ? { ...r, state: "replaced" } : r);
     }
     return out;
   }

@@ -7,7 +7,7 @@
  */
 import { request } from "node:https";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -353,8 +353,9 @@ describe("uploads", () => {
       expect.objectContaining({
         name: "ubuntu-test.qcow2",
         url: "http://127.0.0.1:8080/os-images/ubuntu-test.qcow2",
-        checksum: "http://127.0.0.1:8080/os-images/ubuntu-test.qcow2.sha256sum",
+        checksum: sha256(qcow2),
         checksumType: "sha256",
+        checksumUrl: "http://127.0.0.1:8080/os-images/ubuntu-test.qcow2.sha256sum",
         sha256: sha256(qcow2),
         format: "qcow2",
         size: qcow2.length,
@@ -363,7 +364,7 @@ describe("uploads", () => {
     expect(await readFile(published("os-images", "ubuntu-test.qcow2.sha256sum"), "utf8")).toBe(`${sha256(qcow2)}  ubuntu-test.qcow2\n`);
   });
 
-  it("lists the build's OS image (the ConfigMap the build writes among the first-boot manifests) until an upload of the same name replaces it", async () => {
+  it("lists the build's OS image (the ConfigMap the build writes among the first-boot manifests); an upload of its name is refused", async () => {
     const built = {
       name: "debian-13-compute-node.qcow2",
       path: "/os-images/debian-13-compute-node.qcow2",
@@ -387,19 +388,22 @@ describe("uploads", () => {
       {
         name: built.name,
         url: `http://127.0.0.1:8080${built.path}`,
-        checksum: `http://127.0.0.1:8080${built.path}.sha256sum`,
+        checksum: built.sha256,
         checksumType: "sha256",
+        checksumUrl: `http://127.0.0.1:8080${built.path}.sha256sum`,
         sha256: built.sha256,
         format: "qcow2",
         size: built.size,
         source: "build",
       },
     ]);
-    // nginx serves a published file of that name first (icn-bootstrap-files.conf): so does the list.
+    // The build's names are nobody's to replace (rest-owners.test.ts); nginx serves the build's first.
     const replacement = Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 3]), randomBytes(4096)]);
-    expect((await uploader.upload("os-image", built.name, replacement)).status).toBe(200);
+    const refused = await uploader.upload("os-image", built.name, replacement);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toContain(`os-image "${built.name}" belongs to the build`);
     const after = (await viewer.json<{ items: Record<string, unknown>[] }>("/api/v1/os-images")).body.items.filter((i) => i.name === built.name);
-    expect(after).toEqual([expect.objectContaining({ source: "upload", sha256: sha256(replacement) })]);
+    expect(after).toEqual([expect.objectContaining({ source: "build", sha256: built.sha256 })]);
   });
 
   it("finishes an upload that was complete when the server stopped, after its restart", async () => {
@@ -418,17 +422,23 @@ describe("uploads", () => {
 });
 
 describe.runIf(root)("the file server (nginx with the shipped icn-bootstrap-files.conf)", () => {
-  it("serves published files and OS images at /uploads/ and /os-images/, and nothing of the upload store", async () => {
+  it("serves published files and OS images at /uploads/ and /os-images/, the build's OS images before an upload of the same name, and nothing of the upload store", async () => {
     const data = randomBytes(10_000);
     expect((await uploader.upload("file", "served/tool.bin", data)).status).toBe(200);
     const created = await uploader.create({ kind: "file", name: "secret-in-progress.bin", sha256: sha256("y") }, 100);
     const inProgressId = String(created.headers.location).split("/").pop()!;
     await writeFile(published("uploads", ".tmp-partial"), "partial");
     const work = await mkdtemp(join(tmpdir(), "icn-files-nginx-"));
+    // The build's OS image, and an upload of its name in the store (as an earlier version published it).
+    await mkdir(join(work, "os-images"));
+    await writeFile(join(work, "os-images", "built.qcow2"), "the build's image");
+    await writeFile(join(work, "os-images", "built.qcow2.sha256sum"), `${sha256("the build's image")}  built.qcow2\n`);
+    await writeFile(published("os-images", "built.qcow2"), "an uploader's image");
+    await writeFile(published("os-images", "built.qcow2.sha256sum"), `${sha256("an uploader's image")}  built.qcow2\n`);
     const port = await freePort();
     const site = (await readFile(join(REPO, "overlays/etc/nginx/conf.d/icn-bootstrap-files.conf"), "utf8"))
       .replaceAll("/var/lib/icn-bootstrap/bpa-api/", `${stateDir}/`)
-      .replace("root /srv/icn-bootstrap/files;", `root ${work};`)
+      .replaceAll("root /srv/icn-bootstrap/files;", `root ${work};`)
       .replace("listen 8080 default_server;", `listen 127.0.0.1:${port} default_server;`)
       .replace("listen [::]:8080 default_server;", "");
     await writeFile(join(work, "site.conf"), site);
@@ -445,6 +455,8 @@ describe.runIf(root)("the file server (nginx with the shipped icn-bootstrap-file
       expect(Buffer.from(await file.arrayBuffer()).equals(data)).toBe(true);
       expect(await (await get("/uploads/served/tool.bin.sha256")).text()).toBe(`${sha256(data)}  tool.bin\n`);
       expect((await get("/os-images/ubuntu-test.qcow2.sha256sum")).status).toBe(200);
+      expect(await (await get("/os-images/built.qcow2")).text()).toBe("the build's image");
+      expect(await (await get("/os-images/built.qcow2.sha256sum")).text()).toBe(`${sha256("the build's image")}  built.qcow2\n`);
       expect((await get("/uploads/.tmp-partial")).status).toBe(404);
       expect((await get(`/uploads/../incoming/${inProgressId}`)).status).not.toBe(200);
       expect((await get(`/incoming/${inProgressId}`)).status).toBe(404);

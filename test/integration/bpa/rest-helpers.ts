@@ -15,7 +15,7 @@ import { isConflict, type Clients } from "../../../bpa/runtime/kube.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
 import { startApi, type RunningApi } from "../../../bpa/rest/main.js";
 import { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
-import { deleteNamespace, loadKubeYaml, newNamespace, testLogger } from "./helpers.js";
+import { deleteNamespace, loadKubeYaml, newNamespace, testLogger, waitFor } from "./helpers.js";
 
 export { makeServerTls, type TestTls };
 
@@ -50,6 +50,56 @@ export async function applyApiRbac(c: Clients, ns: string): Promise<void> {
         break; // PV, PVC, Deployment, Service: the test runs the API in-process
     }
   }
+}
+
+/**
+ * What the appliance's first boot creates for the API's pushes: the registry account's
+ * Secret (under the name manifests/bpa/api.yaml lets the API read) and the CA's ConfigMap.
+ * Returns the environment that points the API at that Secret.
+ */
+export async function createRegistryAccess(
+  c: Clients,
+  ns: string,
+  access: { username: string; password: string; ca: string },
+): Promise<Record<string, string>> {
+  const docs = await loadKubeYaml<{ kind: string; rules?: { resources?: string[]; resourceNames?: string[] }[] }>("manifests/bpa/api.yaml");
+  const secret = docs.flatMap((d) => (d.kind === "Role" ? (d.rules ?? []) : [])).find((r) => r.resources?.includes("secrets"))?.resourceNames?.[0];
+  if (!secret) throw new Error("manifests/bpa/api.yaml grants the API no Secret by name: update test/integration/bpa/rest-helpers.ts");
+  await c.core.createNamespacedSecret({
+    namespace: ns,
+    body: { metadata: { name: secret }, type: "kubernetes.io/basic-auth", stringData: { username: access.username, password: access.password } },
+  });
+  await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": access.ca } } });
+  return { BPA_API_PUSH_SECRET: secret };
+}
+
+/**
+ * A client with the token of ServiceAccount `name`, bound to the ClusterRole bpa-api-uploader
+ * in `ns` (another uploader); `replaceOthers` also grants it update on uploads, the right to
+ * replace what others published, as an administrator would.
+ */
+export async function uploaderClient(c: Clients, fixture: { ns: string; url: string; tls: TestTls }, name: string, replaceOthers = false): Promise<ApiClient> {
+  const { ns } = fixture;
+  const bind = (roleRef: { kind: string; name: string }, binding: string) =>
+    c.rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: binding },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", ...roleRef },
+        subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
+      },
+    });
+  await bind({ kind: "ClusterRole", name: "bpa-api-uploader" }, name);
+  if (replaceOthers) {
+    await c.rbac.createNamespacedRole({
+      namespace: ns,
+      body: { metadata: { name: `${name}-replace` }, rules: [{ apiGroups: ["bpa.akraino.org"], resources: ["uploads"], verbs: ["update"] }] },
+    });
+    await bind({ kind: "Role", name: `${name}-replace` }, `${name}-replace`);
+  }
+  const client = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, ns, name));
+  await waitFor(`RBAC to admit ${name}`, async () => (await client.send("GET", "/api/v1/uploads")).status === 200);
+  return client;
 }
 
 /** The admin kubeconfig impersonating a ServiceAccount (the API runs with only its own rights). */

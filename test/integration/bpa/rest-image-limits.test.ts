@@ -1,17 +1,18 @@
 /**
- * Container image archives that would take the REST API down or fill its disk (issue 32).
- * The API runs as its own process (`bpa api`, as in the pod) against the real
- * kube-apiserver, with its V8 heap capped at 160 MiB as a stand-in for the pod's 256 MiB
- * memory limit, so that a document read whole kills it as the limit would. The registry it
- * pushes to is a TCP server that accepts and never answers: a push waits there for ever,
- * which holds an upload in processing while the test kills the API (SIGKILL, as the OOM
- * killer does).
+ * Container image archives and charts that would take the REST API down or fill its disk
+ * (issues 32, 48). The API runs as its own process (`bpa api`, as in the pod) against the
+ * real kube-apiserver, with its V8 heap capped at 160 MiB as a stand-in for the pod's 256
+ * MiB memory limit, so that a document read whole kills it as the limit would. The registry
+ * it pushes to answers what the API asks before an upload (a repository's tags: none) and
+ * refuses pushes at once, so that a refusal the API missed fails the test in seconds; for
+ * the last test it holds pushes for ever, which holds an upload in processing while the
+ * test kills the API (SIGKILL, as the OOM killer does).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server, type Socket } from "node:net";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
@@ -20,8 +21,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "../../../builder/registry/server.js";
 import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
+import { aliasBombChartYaml } from "../../fixtures/bpa/alias-bomb.js";
 import { clients, deleteNamespace, kubeConfig, newNamespace, waitFor } from "./helpers.js";
-import { ApiClient, applyApiRbac, impersonating, makeServerTls, tokenFor, type TestTls } from "./rest-helpers.js";
+import { ApiClient, applyApiRbac, createRegistryAccess, impersonating, makeServerTls, tokenFor, type TestTls } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -32,7 +34,22 @@ let work: string;
 let tls: TestTls;
 let registry: Server;
 let registryPort: number;
-const registrySockets: Socket[] = [];
+let registryEnv: Record<string, string>;
+/** Pushes held without an answer (holdPushes), or refused at once. */
+let holdPushes = false;
+const heldPushes: ServerResponse[] = [];
+let pushesRefused = 0;
+
+function fakeRegistry(req: IncomingMessage, res: ServerResponse): void {
+  req.resume();
+  if (req.method === "GET" && /^\/v2\/.+\/tags\/list$/.test(req.url ?? "")) {
+    res.writeHead(404, { "content-type": "application/json" }).end('{"errors":[{"code":"NAME_UNKNOWN"}]}');
+  } else if (holdPushes) heldPushes.push(res);
+  else {
+    pushesRefused++;
+    res.writeHead(503).end("this test's registry takes no pushes");
+  }
+}
 let api: { child: ChildProcess; exited: Promise<void>; output: () => string } | undefined;
 let uploader: ApiClient;
 let viewer: ApiClient;
@@ -56,6 +73,7 @@ async function startApiProcess(): Promise<void> {
       BPA_API_RESERVE_BYTES: "0",
       BPA_API_REGISTRY_URL: `http://127.0.0.1:${registryPort}`,
       BPA_API_PULL_HOST: `127.0.0.1:${registryPort}`,
+      ...registryEnv,
     },
   });
   let output = "";
@@ -86,15 +104,11 @@ async function killApi(signal: NodeJS.Signals): Promise<void> {
 beforeAll(async () => {
   ns = await newNamespace(c, "rest-limits");
   await applyApiRbac(c, ns);
-  // What the appliance's first boot creates; the registry they name never answers.
-  await c.core.createNamespacedSecret({
-    namespace: ns,
-    body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: "push", password: "secret" } },
-  });
   work = await mkdtemp(join(tmpdir(), "icn-rest-limits-"));
   tls = makeServerTls(work);
-  await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": tls.ca } } });
-  registry = createServer((socket) => registrySockets.push(socket));
+  // What the appliance's first boot creates, for the test's registry.
+  registryEnv = await createRegistryAccess(c, ns, { username: "push", password: "secret", ca: tls.ca });
+  registry = createServer(fakeRegistry);
   registryPort = await new Promise<number>((resolve) => registry.listen(0, "127.0.0.1", () => resolve((registry.address() as { port: number }).port)));
   uploader = new ApiClient("https://127.0.0.1", tls.ca, await tokenFor(c, ns, "bpa-api-uploader"));
   viewer = new ApiClient("https://127.0.0.1", tls.ca, await tokenFor(c, ns, "bpa-api-viewer"));
@@ -108,7 +122,7 @@ beforeEach(async () => {
 
 afterAll(async () => {
   await killApi("SIGTERM");
-  for (const socket of registrySockets) socket.destroy();
+  registry?.closeAllConnections();
   await new Promise<void>((resolve) => (registry ? registry.close(() => resolve()) : resolve()));
   if (ns) await deleteNamespace(c, ns);
   if (work) await rm(work, { recursive: true, force: true });
@@ -175,8 +189,9 @@ describe("image archives an uploader could take the API down with", () => {
     expect(api!.child.exitCode).toBeNull();
     expect((await viewer.send("GET", "/healthz")).status).toBe(200);
     expect(await record("limits/big-index:1")).toMatchObject({ state: "rejected" });
+    expect(pushesRefused).toBe(0);
     expect(await readdir(join(work, "state", "work"))).toEqual([]);
-  }, 300_000);
+  }, 120_000);
 
   it("refuses a gzip bomb by its unpacked size, before it fills the disk", async () => {
     const block = randomBytes(16 * 1024); // repeated: gzip packs it about 100:1 (under tar's own 1000:1 ratio check)
@@ -198,20 +213,40 @@ describe("image archives an uploader could take the API down with", () => {
     expect(reply.body).toContain(`the container image archive unpacks to more than its own ${data.length} bytes`);
     expect(await record("limits/bomb:1")).toMatchObject({ state: "rejected" });
     expect(await readdir(join(work, "state", "work"))).toEqual([]);
-  }, 300_000);
+    expect(pushesRefused).toBe(0);
+  }, 120_000);
+});
+
+describe("charts an uploader could take the API down with", () => {
+  it("refuses a chart whose Chart.yaml nests YAML aliases (billion laughs in a few hundred bytes), and keeps answering", async () => {
+    const dir = join(work, "laughs-src");
+    await mkdir(join(dir, "laughs"), { recursive: true });
+    await writeFile(join(dir, "laughs", "Chart.yaml"), aliasBombChartYaml("laughs"));
+    const tgz = join(work, "laughs.tgz");
+    await tarCreate({ file: tgz, cwd: dir, gzip: true, portable: true }, ["laughs"]);
+    const data = await readFile(tgz);
+    expect(data.length).toBeLessThan(1024);
+    const reply = await uploader.upload("chart", "limits/laughs:1.0.0", data);
+    expect(reply.status, `${reply.body}\n${api?.output().slice(-2000)}`).toBe(422);
+    expect(reply.body).toContain("the chart's Chart.yaml uses YAML aliases (&anchor and *alias): this API does not expand them");
+    expect(api!.child.exitCode).toBeNull();
+    expect((await viewer.send("GET", "/healthz")).status).toBe(200);
+    expect(await record("limits/laughs:1.0.0")).toMatchObject({ state: "rejected" });
+    expect(pushesRefused).toBe(0);
+  }, 60_000);
 });
 
 describe("an upload whose processing stopped the API", () => {
   it("is failed at the restart with the reason, not processed again", async () => {
     const data = await archive("hangs", (dir) => ociLayout(dir));
-    const before = registrySockets.length;
+    holdPushes = true;
     // The push reaches the registry, which never answers: the upload is being processed when the API is killed.
     const sent = uploader.upload("container-image", "limits/hangs:1", data).catch((error: unknown) => error);
-    await waitFor("the push to reach the registry", async () => registrySockets.length > before, 60_000, 100);
+    await waitFor("the push to reach the registry", async () => heldPushes.length > 0, 60_000, 100);
     await killApi("SIGKILL");
     await sent;
 
-    const after = registrySockets.length;
+    const after = heldPushes.length;
     await startApiProcess();
     const failed = await waitFor("the upload to be listed as failed", async () => {
       const r = await record("limits/hangs:1");
@@ -220,7 +255,7 @@ describe("an upload whose processing stopped the API", () => {
     expect(failed.error).toContain("the server stopped while processing this upload (out of memory?)");
     expect(await readdir(join(work, "state", "incoming"))).toEqual([]);
     await new Promise((resolve) => setTimeout(resolve, 2000));
-    expect(registrySockets.length).toBe(after); // not pushed again
+    expect(heldPushes.length).toBe(after); // not pushed again
     expect((await record("limits/hangs:1"))?.state).toBe("failed");
   }, 180_000);
 });

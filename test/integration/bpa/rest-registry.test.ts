@@ -4,10 +4,12 @@
  * through the shipped nginx + docker-registry configuration; skopeo pulls the image back
  * by digest over TLS, as a compute node's containerd would. OCI layouts and `docker save`
  * archives; a shipped tag refused; a tar that is no image refused; nothing half-pushed
- * under the tag.
+ * under the tag. Names in the registry belong to whoever published them (issue 48): the
+ * build's repositories to nobody, a chart to the uploader who published it, also when two
+ * uploads race for it.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
 import { c as tarCreate } from "tar";
@@ -18,7 +20,7 @@ import { REPO } from "../../helpers/cli.js";
 import { dockerSaveArchive } from "../../helpers/docker-save.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
 import { clients, kubeConfig } from "./helpers.js";
-import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "./rest-helpers.js";
+import { ApiClient, createRegistryAccess, startApiFixture, type ApiFixture, tokenFor, type TestTls, uploaderClient } from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -64,19 +66,12 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
   beforeAll(async () => {
     registry = await startRegistryFront();
     const front = registry;
+    const env: Record<string, string> = { BPA_API_REGISTRY_URL: `https://${front.address}`, BPA_API_PULL_HOST: front.address };
     fixture = await startApiFixture(kc, c, "rest-registry", {
-      env: { BPA_API_REGISTRY_URL: `https://${front.address}`, BPA_API_PULL_HOST: front.address },
+      env,
       // What the appliance's first boot creates: the push credentials and the site CA.
       prepare: async (namespace) => {
-        await c.core.createNamespacedSecret({
-          namespace,
-          body: {
-            metadata: { name: "icn-registry-push" },
-            type: "kubernetes.io/basic-auth",
-            stringData: { username: front.username, password: front.password },
-          },
-        });
-        await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": front.ca } } });
+        Object.assign(env, await createRegistryAccess(c, namespace, { username: front.username, password: front.password, ca: front.ca }));
       },
     });
     ({ ns, work, tls, api } = fixture);
@@ -238,5 +233,79 @@ describe.runIf(root)("container image uploads into the appliance's registry", ()
     for (const name of ["site/escape"]) {
       expect((await skopeo(["list-tags", "--cert-dir", registry.certDir, `docker://${registry.address}/${name}`])).ok).toBe(false);
     }
+  });
+
+  /** A packaged chart (helm package's layout); `note` changes its bytes. */
+  async function chartTgz(name: string, version: string | undefined, note: string): Promise<Buffer> {
+    const src = join(work, `chart-${name}-${note}`);
+    await mkdir(join(src, name, "templates"), { recursive: true });
+    await writeFile(join(src, name, "Chart.yaml"), `apiVersion: v2\nname: ${name}\nversion: ${version ?? "1.0.0"}\n`);
+    await writeFile(join(src, name, "templates/cm.yaml"), `apiVersion: v1\nkind: ConfigMap\nmetadata: { name: ${name} }\ndata: { note: ${note} }\n`);
+    const tgz = join(work, `${name}-${note}.tgz`);
+    await tarCreate({ cwd: src, file: tgz, gzip: true, portable: true }, [name]);
+    return readFile(tgz);
+  }
+
+  const tagDigest = async (reference: string) =>
+    (await skopeo(["inspect", "--raw", "--cert-dir", registry.certDir, `docker://${registry.address}/${reference}`])).output;
+
+  it("the build's repositories: a tag shipped with the appliance, and a new tag in its repository, are refused at creation naming the build", async () => {
+    const layout = join(work, "base");
+    const { digest } = await ociLayout(layout, 4096);
+    // Seeded as the build seeds the registry: skopeo, the push account.
+    const seeded = await skopeo([
+      "copy",
+      "--dest-cert-dir",
+      registry.certDir,
+      "--dest-creds",
+      `${registry.username}:${registry.password}`,
+      `oci:${layout}`,
+      `docker://${registry.address}/shipped/base:1.0`,
+    ]);
+    expect(seeded.ok, seeded.output).toBe(true);
+    await registry.setShippedTags([{ repository: "shipped/base", tag: "1.0", tags: [], digest }]);
+    const alice = await uploaderClient(c, fixture, "alice-shipped", true);
+    for (const name of ["shipped/base:1.0", "shipped/base:2.0"]) {
+      const refused = await alice.create({ kind: "container-image", name, sha256: "a".repeat(64) }, 4096);
+      expect(refused.status, refused.body).toBe(409);
+      expect(refused.body).toContain(
+        `container-image "${name}" belongs to the build: repository shipped/base, shipped with the appliance (its registry holds 1.0, not uploaded through this API)`,
+      );
+    }
+    expect(await readdir(join(work, "state", "incoming"))).toEqual([]);
+  });
+
+  it("a chart: another uploader's re-upload is refused at creation naming the first; the first replaces it", async () => {
+    const alice = await uploaderClient(c, fixture, "alice");
+    const bob = await uploaderClient(c, fixture, "bob");
+    const first = await alice.upload("chart", "charts/shared-app:1.0.0", await chartTgz("shared-app", "1.0.0", "first"));
+    expect(first.status, first.body).toBe(200);
+    const published = JSON.parse(first.body) as UploadRecord;
+
+    const theirs = await chartTgz("shared-app", "1.0.0", "theirs");
+    const refused = await bob.create({ kind: "chart", name: "charts/shared-app:1.0.0", sha256: digestOf(theirs).slice(7) }, theirs.length);
+    expect(refused.status, refused.body).toBe(409);
+    expect(refused.body).toContain(`chart "charts/shared-app:1.0.0" was published by system:serviceaccount:${ns}:alice (upload ${published.id})`);
+    expect(digestOf(await tagDigest("charts/shared-app:1.0.0"))).toBe(published.digest);
+
+    const again = await alice.upload("chart", "charts/shared-app:1.0.0", await chartTgz("shared-app", "1.0.0", "second"));
+    expect(again.status, again.body).toBe(200);
+    expect(digestOf(await tagDigest("charts/shared-app:1.0.0"))).toBe((JSON.parse(again.body) as UploadRecord).digest);
+  });
+
+  it("two uploads racing for one chart version (one named without it): the second to be published is refused, naming the first", async () => {
+    const alice = await uploaderClient(c, fixture, "alice-race");
+    const bob = await uploaderClient(c, fixture, "bob-race");
+    const hers = await chartTgz("race-app", "1.0.0", "hers");
+    const his = await chartTgz("race-app", "1.0.0", "his");
+    // Her name has no version (read from the chart when it is published): both are taken at creation.
+    const created = await alice.create({ kind: "chart", name: "charts/race-app", sha256: digestOf(hers).slice(7) }, hers.length);
+    expect(created.status, created.body).toBe(201);
+    const won = await bob.upload("chart", "charts/race-app:1.0.0", his);
+    expect(won.status, won.body).toBe(200);
+    const lost = await alice.patch(String(created.headers.location), 0, hers);
+    expect(lost.status, lost.body).toBe(409);
+    expect(lost.body).toContain(`chart "charts/race-app" was published by system:serviceaccount:${ns}:bob-race`);
+    expect(digestOf(await tagDigest("charts/race-app:1.0.0"))).toBe((JSON.parse(won.body) as UploadRecord).digest);
   });
 });

@@ -13,9 +13,20 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clients, kubeConfig, waitFor } from "./helpers.js";
+import { startRegistry } from "../../../builder/registry/server.js";
+import { clients, kubeConfig } from "./helpers.js";
 import type { UploadRecord } from "../../../common/uploads.js";
-import { ApiClient, sha256, startApiFixture, startTestApi, tokenFor, type ApiFixture, type Reply } from "./rest-helpers.js";
+import {
+  ApiClient,
+  sha256,
+  startApiFixture,
+  startTestApi,
+  tokenFor,
+  uploaderClient as uploaderClientOf,
+  createRegistryAccess,
+  type ApiFixture,
+  type Reply,
+} from "./rest-helpers.js";
 
 const kc = kubeConfig();
 const c = clients(kc);
@@ -60,19 +71,7 @@ function rawRequest(method: string, target: string, headers: Record<string, stri
   });
 }
 
-async function uploaderClient(name: string): Promise<ApiClient> {
-  await c.rbac.createNamespacedRoleBinding({
-    namespace: fixture.ns,
-    body: {
-      metadata: { name },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "bpa-api-uploader" },
-      subjects: [{ kind: "ServiceAccount", name, namespace: fixture.ns }],
-    },
-  });
-  const client = new ApiClient(fixture.url, fixture.tls.ca, await tokenFor(c, fixture.ns, name));
-  await waitFor(`RBAC to admit ${name}`, async () => (await client.send("GET", "/api/v1/uploads")).status === 200);
-  return client;
-}
+const uploaderClient = (name: string) => uploaderClientOf(c, fixture, name);
 
 describe("one uploader cannot reach another's upload", () => {
   it("HEAD, PATCH and DELETE with the attacker's id in the path and the victim's elsewhere in the URL: 403/404, the victim's upload untouched", async () => {
@@ -171,7 +170,10 @@ describe.runIf(process.getuid?.() === 0)("the disk budget of uploads in progress
   it("counts the unpacking of container images still uploading, not only their remaining bytes", async () => {
     const small = await mkdtemp(join(tmpdir(), "icn-api-budget-"));
     await execa("mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", small]);
-    const api = await startTestApi(kc, fixture.ns, small, fixture.tls);
+    // Whose the names are is asked of the registry before the disk: a real, empty one.
+    const registry = await startRegistry(join(fixture.work, "budget-registry"));
+    const env = await createRegistryAccess(c, fixture.ns, { username: "push", password: "unused", ca: fixture.tls.ca });
+    const api = await startTestApi(kc, fixture.ns, small, fixture.tls, { ...env, BPA_API_REGISTRY_URL: registry.url });
     try {
       const client = new ApiClient(`https://127.0.0.1:${api.port}`, fixture.tls.ca, await tokenFor(c, fixture.ns, "bpa-api-uploader"));
       const MiB = 1024 * 1024;
@@ -183,6 +185,7 @@ describe.runIf(process.getuid?.() === 0)("the disk budget of uploads in progress
       expect(second.body).toMatch(/uploads in progress 12\.0 MiB more/);
     } finally {
       await api.stop();
+      await registry.stop();
       await execa("umount", [small], { reject: false });
       await rm(small, { recursive: true, force: true });
     }

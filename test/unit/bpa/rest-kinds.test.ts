@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { parseImageName, parseUploadRequest } from "../../../common/uploads.js";
 import { loadApiConfig } from "../../../bpa/rest/config.js";
+import { publishedName } from "../../../bpa/rest/owners.js";
 
 const hex = "a".repeat(64);
 
@@ -37,6 +38,18 @@ describe("upload metadata", () => {
   it("splits image names into repository and tag, latest by default, ports not taken for tags", () => {
     expect(parseImageName("site/app:1.0")).toEqual({ repository: "site/app", tag: "1.0" });
     expect(parseImageName("site/app")).toEqual({ repository: "site/app", tag: "latest" });
+  });
+});
+
+describe("published names (whose they are is decided by these)", () => {
+  it("are one per place: a path per tree, repository:tag in the registry that images and charts share", () => {
+    expect(publishedName("file", "tools/x.bin").key).toBe("file:tools/x.bin");
+    expect(publishedName("os-image", "x.qcow2").key).toBe("os-image:x.qcow2");
+    expect(publishedName("container-image", "site/app").key).toBe(publishedName("container-image", "site/app:latest").key);
+    expect(publishedName("container-image", "charts/app:1.0.0").key).toBe(publishedName("chart", "charts/app:1.0.0").key);
+    // A chart named without its version: its tag is known once the chart is read (+ written _, as Helm does).
+    expect(publishedName("chart", "charts/app")).toMatchObject({ repository: "charts/app", key: "registry:charts/app:?" });
+    expect(publishedName("chart", "charts/app", "1.0.0+b1")).toMatchObject({ tag: "1.0.0_b1", key: "registry:charts/app:1.0.0_b1" });
   });
 });
 
