@@ -4,14 +4,23 @@
  * its plan in a ConfigMap; the runner (played here through its own ServiceAccount, as the
  * Job's pod would be) writes each addon's result into the one ConfigMap its Role allows;
  * the Provisioning shows status.addons and AddonsReady, and Events. A failed addon leaves
- * the cluster Ready; day 2 upgrades a changed addon and uninstalls a removed one. Jobs do
- * not run here (no kube-controller-manager): the tests write their status as the Job
- * controller would. Helm itself runs in the e2e (npm run e2e:kubespray).
+ * the cluster Ready; day 2 upgrades a changed addon and uninstalls a removed one. The charts
+ * are in the appliance's registry as it runs there (test/helpers/registry-front.ts), where
+ * the operator reads the digest each chart version's tag names and pins the addon to it; a
+ * tag moved afterwards is reported, not followed. Jobs do not run here (no
+ * kube-controller-manager): the tests write their status as the Job controller would. Helm
+ * itself runs in test/integration/addons-runner.test.ts and the e2e (npm run e2e:kubespray).
  */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { KubeConfig, type V1Job } from "@kubernetes/client-node";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { addonsCatalogManifest, type CatalogAddon } from "../../../common/addons-catalog.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
+import { RegistryClient } from "../../../bpa/rest/registry.js";
+import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
 import { makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
@@ -27,6 +36,7 @@ import {
   newNamespace,
   operatorConfig,
   patchProvisioning,
+  putRegistryCA,
   setJobStatus,
   startOperator,
   waitFor,
@@ -37,25 +47,65 @@ const kc = kubeConfig();
 const c: Clients = clients(kc);
 const operators: Operator[] = [];
 
-const CATALOG: CatalogAddon[] = [
-  { name: "multus", chart: "oci://bootstrap.icn:5000/charts/multus", version: "4.3.0", namespace: "kube-system", default: true },
-  { name: "node-feature-discovery", chart: "oci://bootstrap.icn:5000/charts/node-feature-discovery", version: "0.19.0", namespace: "nfd", default: true },
-  { name: "qat-device-plugin", chart: "oci://bootstrap.icn:5000/charts/qat-device-plugin", version: "0.36.0", namespace: "kube-system", default: false },
-];
+let registry: RegistryFront;
+let push: RegistryClient;
+let work: string;
+/** The charts' registry by the name its certificate carries (the operator reaches it at 127.0.0.1, addonsRegistryIP). */
+let host: string;
+let CATALOG: CatalogAddon[];
+/** What each catalog chart's tag named when published: repository -> digest. */
+const published = new Map<string, string>();
 
 beforeAll(async () => {
   await applyCrds(kc);
+  registry = await startRegistryFront();
+  host = `bootstrap.icn:${registry.address.split(":")[1]}`;
+  push = new RegistryClient({ url: `https://${registry.address}`, ca: registry.ca, username: registry.username, password: registry.password });
+  work = await mkdtemp(join(tmpdir(), "icn-bpa-addons-"));
+  CATALOG = [
+    { name: "multus", chart: `oci://${host}/charts/multus`, version: "4.3.0", namespace: "kube-system", default: true },
+    { name: "node-feature-discovery", chart: `oci://${host}/charts/node-feature-discovery`, version: "0.19.0", namespace: "nfd", default: true },
+    { name: "qat-device-plugin", chart: `oci://${host}/charts/qat-device-plugin`, version: "0.36.0", namespace: "kube-system", default: false },
+  ];
+  for (const a of CATALOG) published.set(a.name, await publishChart(`charts/${a.name}`, a.version));
+}, 60_000);
+
+afterAll(async () => {
+  await registry?.stop();
+  if (work) await rm(work, { recursive: true, force: true });
 });
 
 afterEach(async () => {
   await Promise.all(operators.splice(0).map((o) => o.stop()));
 });
 
+/**
+ * A chart version as Helm's OCI artifact (its config and a stand-in for the packaged chart,
+ * which nothing here unpacks), pushed under its tag; returns the manifest's digest. Pushed
+ * again with other content, the tag moves.
+ */
+async function publishChart(repository: string, version: string, content = "chart"): Promise<string> {
+  const blob = async (bytes: string, mediaType: string) => {
+    const digest = `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+    const file = join(work, digest.slice(7));
+    await writeFile(file, bytes);
+    await push.pushBlob(repository, digest, Buffer.byteLength(bytes), file);
+    return { mediaType, digest, size: Buffer.byteLength(bytes) };
+  };
+  const name = repository.split("/").pop()!;
+  const config = await blob(JSON.stringify({ name, version, apiVersion: "v2" }), "application/vnd.cncf.helm.config.v1+json");
+  const layer = await blob(`${name} ${version} ${content}`, "application/vnd.cncf.helm.chart.content.v1.tar+gzip");
+  const manifest = { schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config, layers: [layer] };
+  return push.pushManifest(repository, version, manifest.mediaType, Buffer.from(JSON.stringify(manifest)));
+}
+
 async function siteWithCatalog(prefix: string): Promise<string> {
   const ns = await newNamespace(c, prefix);
   await c.core.createNamespacedConfigMap({ namespace: ns, body: yaml.load(addonsCatalogManifest(CATALOG, ns)) as never });
   await createHost(c, ns, bmh({ name: `m-${ns.split("-").pop()}`, cpu: 8, ram: 8192, ip: "10.30.0.1" }));
-  operators.push(await startOperator(kc, operatorConfig(ns, { addonsRegistryIP: "10.254.254.254" })));
+  const config = operatorConfig(ns, { addonsRegistryIP: "127.0.0.1" });
+  await putRegistryCA(config, registry.ca);
+  operators.push(await startOperator(kc, config, { registryCA: false }));
   return ns;
 }
 
@@ -74,7 +124,7 @@ const planOf = async (ns: string, job: V1Job) =>
     (await c.core.readNamespacedConfigMap({ namespace: ns, name: job.spec!.template.spec!.volumes!.find((v) => v.name === "plan")!.configMap!.name! })).data![
       "plan.json"
     ]!,
-  ) as { apply: { name: string; chart: string; version: string; namespace: string; values: unknown }[]; remove: { name: string }[] };
+  ) as { apply: { name: string; chart: string; version: string; digest: string; namespace: string; values: unknown }[]; remove: { name: string }[] };
 
 /** The runner as its pod would act: through its own ServiceAccount. */
 function runnerClients(ns: string, provisioning: string): Clients {
@@ -97,14 +147,21 @@ describe("addons of an installed cluster", () => {
     const job = await nextAddonsJob(ns);
     expect(await planOf(ns, job)).toEqual({
       apply: [
-        expect.objectContaining({ name: "multus", chart: "oci://bootstrap.icn:5000/charts/multus", version: "4.3.0", namespace: "kube-system", values: {} }),
-        expect.objectContaining({ name: "node-feature-discovery", version: "0.19.0", namespace: "nfd" }),
+        expect.objectContaining({
+          name: "multus",
+          chart: `oci://${host}/charts/multus`,
+          version: "4.3.0",
+          digest: published.get("multus"),
+          namespace: "kube-system",
+          values: {},
+        }),
+        expect.objectContaining({ name: "node-feature-discovery", version: "0.19.0", digest: published.get("node-feature-discovery"), namespace: "nfd" }),
       ],
       remove: [],
     });
     const pod = job.spec!.template.spec!;
     expect(pod.containers[0]!.args).toEqual(["addons"]);
-    expect(pod.hostAliases).toEqual([{ ip: "10.254.254.254", hostnames: ["bootstrap.icn"] }]);
+    expect(pod.hostAliases).toEqual([{ ip: "127.0.0.1", hostnames: ["bootstrap.icn"] }]);
     expect(pod.volumes!.find((v) => v.name === "kubeconfig")!.secret!.secretName).toBe("edge-kubeconfig");
     await setJobStatus(c, ns, job.metadata!.name!, "running");
     const installing = await waitForStatus(c, ns, "edge", "addons installing", (x) => x.status?.addons?.every((a) => a.state === "Installing") === true);
@@ -120,9 +177,9 @@ describe("addons of an installed cluster", () => {
     await report(runner, ns, "edge", job, "node-feature-discovery", "Installed");
     await setJobStatus(c, ns, job.metadata!.name!, "succeeded");
     const ready = await waitForStatus(c, ns, "edge", "AddonsReady", (x) => condition(x, "AddonsReady")?.status === "True");
-    expect(ready.status!.addons!.map((a) => [a.name, a.version, a.state])).toEqual([
-      ["multus", "4.3.0", "Installed"],
-      ["node-feature-discovery", "0.19.0", "Installed"],
+    expect(ready.status!.addons!.map((a) => [a.name, a.version, a.digest, a.state])).toEqual([
+      ["multus", "4.3.0", published.get("multus"), "Installed"],
+      ["node-feature-discovery", "0.19.0", published.get("node-feature-discovery"), "Installed"],
     ]);
     expect(condition(ready, "AddonsReady")!.message).toBe("installed: multus 4.3.0, node-feature-discovery 0.19.0");
     expect(await events(ns)).toEqual(
@@ -203,5 +260,96 @@ describe("addons of an installed cluster", () => {
     );
     expect(p.status!.phase).toBe("Ready");
     expect(await addonsJobs(ns)).toHaveLength(0);
+  });
+
+  it("a tag moved after the BPA recorded its digest: status, AddonsReady and an Event report it; the next Job installs the recorded digest until spec.addons names the new one", async () => {
+    const ns = await siteWithCatalog("bpa-addons4");
+    const chart = `oci://${host}/site/charts/moving`;
+    const first = await publishChart("site/charts/moving", "1.0.0");
+    const entry = { name: "moving", chart, version: "1.0.0" };
+    await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: [entry] } });
+    await installed(ns, "edge");
+    const job = await nextAddonsJob(ns);
+    expect((await planOf(ns, job)).apply).toEqual([expect.objectContaining({ ...entry, digest: first })]);
+    const runner = runnerClients(ns, "edge");
+    await report(runner, ns, "edge", job, "moving", "Installed");
+    await setJobStatus(c, ns, job.metadata!.name!, "succeeded");
+    const ready = await waitForStatus(c, ns, "edge", "AddonsReady", (x) => condition(x, "AddonsReady")?.status === "True");
+    expect(ready.status!.addons).toEqual([expect.objectContaining({ name: "moving", state: "Installed", digest: first })]);
+
+    // Someone publishes other content under the same tag; the next reconcile (here: made by an annotation) sees it.
+    const moved = await publishChart("site/charts/moving", "1.0.0", "someone else's");
+    expect(moved).not.toBe(first);
+    await c.custom.patchNamespacedCustomObject(
+      {
+        group: "bpa.akraino.org",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "provisionings",
+        name: "edge",
+        body: { metadata: { annotations: { touched: "1" } } },
+      },
+      mergePatch,
+    );
+    const said = `moving: ${host}/site/charts/moving:1.0.0 now names ${moved}; the addon keeps ${first}`;
+    const reported = await waitForStatus(c, ns, "edge", "AddonTagMoved", (x) => condition(x, "AddonsReady")?.reason === "AddonTagMoved");
+    expect(condition(reported, "AddonsReady")).toMatchObject({ status: "True" });
+    expect(condition(reported, "AddonsReady")!.message).toContain(said);
+    expect(reported.status!.addons).toEqual([expect.objectContaining({ name: "moving", state: "Installed", digest: first, tagDigest: moved })]);
+    expect(await events(ns)).toEqual(expect.arrayContaining([expect.stringContaining(`AddonTagMoved: ${said}`)]));
+    expect(await addonsJobs(ns)).toHaveLength(1);
+
+    // A change of the addon upgrades it with the digest recorded for its version, not the tag's.
+    await patchProvisioning(c, ns, "edge", { spec: { addons: [{ ...entry, values: { replicas: 2 } }] } });
+    const second = await nextAddonsJob(ns, [job]);
+    expect((await planOf(ns, second)).apply).toEqual([expect.objectContaining({ ...entry, digest: first, values: { replicas: 2 } })]);
+    await report(runner, ns, "edge", second, "moving", "Installed");
+    await setJobStatus(c, ns, second.metadata!.name!, "succeeded");
+    await waitForStatus(
+      c,
+      ns,
+      "edge",
+      "upgraded",
+      (x) => x.status?.addons?.[0]?.hash !== ready.status!.addons![0]!.hash && x.status?.addons?.[0]?.state === "Installed",
+    );
+
+    // Naming the new digest takes it; the tag names it, so nothing is reported any more.
+    await patchProvisioning(c, ns, "edge", { spec: { addons: [{ ...entry, values: { replicas: 2 }, digest: moved }] } });
+    const third = await nextAddonsJob(ns, [job, second]);
+    expect((await planOf(ns, third)).apply).toEqual([expect.objectContaining({ ...entry, digest: moved })]);
+    await report(runner, ns, "edge", third, "moving", "Installed");
+    await setJobStatus(c, ns, third.metadata!.name!, "succeeded");
+    const taken = await waitForStatus(c, ns, "edge", "Installed", (x) => condition(x, "AddonsReady")?.reason === "Installed");
+    expect(taken.status!.addons).toEqual([expect.objectContaining({ name: "moving", state: "Installed", digest: moved })]);
+    expect(taken.status!.addons![0]!.tagDigest).toBeUndefined();
+  });
+
+  it("a chart version the registry does not have: AddonsReady False/ChartUnresolved naming it, no Job; published, it is installed", async () => {
+    const ns = await siteWithCatalog("bpa-addons5");
+    const chart = `oci://${host}/site/charts/later`;
+    await createProvisioning(c, ns, {
+      metadata: { name: "edge" },
+      spec: { master: { cpu: 2, memory: "2Gi" }, addons: [{ name: "later", chart, version: "2.0.0" }] },
+    });
+    await installed(ns, "edge");
+    const waiting = await waitForStatus(c, ns, "edge", "ChartUnresolved", (x) => condition(x, "AddonsReady")?.reason === "ChartUnresolved");
+    expect(condition(waiting, "AddonsReady")!.message).toContain(
+      `later's chart ${host}/site/charts/later:2.0.0 (${host}/site/charts/later:2.0.0 is not in the registry`,
+    );
+    expect(await addonsJobs(ns)).toHaveLength(0);
+    const digest = await publishChart("site/charts/later", "2.0.0");
+    await c.custom.patchNamespacedCustomObject(
+      {
+        group: "bpa.akraino.org",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "provisionings",
+        name: "edge",
+        body: { metadata: { annotations: { touched: "1" } } },
+      },
+      mergePatch,
+    );
+    const job = await nextAddonsJob(ns);
+    expect((await planOf(ns, job)).apply).toEqual([expect.objectContaining({ name: "later", digest })]);
   });
 });
