@@ -71,7 +71,7 @@ import { phaseLog } from "../helpers/phases.js";
 import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/job-standin.js";
 import { unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
-import { startApiFixture, tokenFor } from "../integration/bpa/rest-helpers.js";
+import { createRegistryAccess, startApiFixture, tokenFor } from "../integration/bpa/rest-helpers.js";
 
 const BRIDGE = "icnbr0";
 const HOST_IP = "10.124.0.1";
@@ -741,14 +741,11 @@ describe("an application cluster installed by the real kubespray, offline", () =
     "a site's own chart: uploaded through the REST API, installed by the next addons Job, then its new version rolls out",
     async () => {
       // The REST API as the appliance runs it, pushing to the registry through its TLS front with the site CA.
+      const env: Record<string, string> = { BPA_API_REGISTRY_URL: `https://${REGISTRY_HOST}`, BPA_API_PULL_HOST: REGISTRY_HOST };
       const api = await startApiFixture(kc, c, "e2e-rest", {
-        env: { BPA_API_REGISTRY_URL: `https://${REGISTRY_HOST}`, BPA_API_PULL_HOST: REGISTRY_HOST },
+        env,
         prepare: async (namespace) => {
-          await c.core.createNamespacedSecret({
-            namespace,
-            body: { metadata: { name: "icn-registry-push" }, type: "kubernetes.io/basic-auth", stringData: { username: "push", password: "unused-here" } },
-          });
-          await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "icn-registry-ca" }, data: { "ca.crt": siteCA.pem } } });
+          Object.assign(env, await createRegistryAccess(c, namespace, { username: "push", password: "unused-here", ca: siteCA.pem }));
         },
       });
       try {
