@@ -446,7 +446,7 @@ HELM_WAIT = "10m"
 # The end of Helm's output that goes into an addon's result (its whole output is in the Job's log).
 RESULT_MESSAGE_CHARS = 1000
 # The chart digest the BPA recorded for an addon: what Helm installs.
-CHART_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+CHART_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def run_helm(command):
@@ -495,7 +495,7 @@ def addons():
     for addon in plan.get("apply", []):
         name = addon["name"]
         digest = addon.get("digest")
-        if not isinstance(digest, str) or not CHART_DIGEST.match(digest):
+        if not isinstance(digest, str) or not CHART_DIGEST.fullmatch(digest):
             report(name, "Failed", f"the plan gives {name} no chart digest (got {json.dumps(digest)}): the addons Job installs charts by digest only; the BPA records one for each addon")
             continue
         values = os.path.join(work, f"{name}.values.json")
