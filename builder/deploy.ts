@@ -3,18 +3,22 @@
  * one's own, by the pinned Helm (docs/developer-path.md). Everything that can be checked
  * before anything is applied is: the cluster answers, its version, the caller's
  * permissions (named), and a server-side dry run of the whole release (values, schemas,
- * admission). Then the release is installed or upgraded, and its Deployments are waited
- * for, each reported as it becomes available. Bundles go into the registry given before
- * the release changes, or into the chart's own registry and file server once they run.
+ * admission). Then the release's Secrets are made or kept with the Kubernetes API
+ * (builder/deploy-secrets.ts: never in Helm's release history), the release is installed or
+ * upgraded in the chart's own namespace with a short history, and its Deployments are
+ * waited for, each reported as it becomes available. Bundles go into the registry given
+ * before the release changes, or into the chart's own registry and file server once they run.
  */
 import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ApiException, AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi } from "@kubernetes/client-node";
+import { ApiException, AppsV1Api, AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi, type V1Namespace } from "@kubernetes/client-node";
 import { execa } from "execa";
 import yaml from "js-yaml";
 import { CONTROLLER_CHART_REPOSITORY } from "../common/controller-chart.js";
 import { copyFilesBundle, FILE_SERVER } from "./deploy-files.js";
+import { CHART_NAMESPACE, keepSiteSecrets, randomAlphanumeric, readCaFrom, REGISTRY_ACCOUNTS, type SecretValues } from "./deploy-secrets.js";
 import { UserError } from "./errors.js";
 import { pushImagesBundle, type PushOptions } from "./images-bundle.js";
 import { artifactPaths } from "./sources/index.js";
@@ -31,16 +35,26 @@ const NEEDED: { verb: string; group: string; resource: string; namespace?: strin
   { verb: "create", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies" },
   { verb: "create", group: "", resource: "persistentvolumes" },
   { verb: "create", group: "", resource: "secrets", namespace: "bpa-system" },
+  { verb: "get", group: "", resource: "secrets", namespace: "bpa-system" },
+  { verb: "update", group: "", resource: "secrets", namespace: "bpa-system" },
+  { verb: "create", group: "", resource: "secrets", namespace: "baremetal-operator-system" },
   { verb: "create", group: "apps", resource: "deployments", namespace: "bpa-system" },
   { verb: "create", group: "apps", resource: "deployments", namespace: "baremetal-operator-system" },
 ];
 
-/** The chart's own registry (serve.registry): its Deployment, and where its push account and CA are. */
-const OWN_REGISTRY = { namespace: "bpa-system", deployment: "icn-registry", pushSecret: "icn-registry-push", caConfigMap: "icn-registry-ca" } as const;
+/** The chart's own registry (serve.registry): its Deployment, and where its CA is. */
+const OWN_REGISTRY = { namespace: CHART_NAMESPACE, deployment: "icn-registry", caConfigMap: "icn-registry-ca" } as const;
+
+/** Revisions Helm keeps of the release (each holds the rendered manifest; none holds a key). */
+export const HISTORY_MAX = 3;
 
 /** What the release holds, read from the server's dry run: what to wait for, and the site services it runs. */
 interface ReleasePlan {
   deployments: { namespace: string; name: string }[];
+  /** The chart's namespaces, as it renders them. */
+  namespaces: V1Namespace[];
+  /** The values the release was rendered with (the chart's defaults and the ones given). */
+  values: SecretValues;
   /** The chart's own registry as the compute nodes reach it (bpa-config's registryHost), when it runs one. */
   ownRegistry?: string;
   ownFiles: boolean;
@@ -64,6 +78,8 @@ export interface DeployRequest {
   registryAt?: string;
   /** A files bundle (`icn-bootstrap bundle`), unpacked into the chart's own file server once it runs. */
   files?: string;
+  /** A namespace other than bpa-system that secrets.caFrom may name (`--ca-namespace`). */
+  caNamespace?: string;
   log: (message: string) => void;
 }
 
@@ -97,9 +113,14 @@ export async function deploy(request: DeployRequest): Promise<void> {
   request.log("permissions: may create every kind of object the chart holds");
 
   const helm = (await artifactPaths(["helm"])).helm;
-  const args = ["upgrade", "--install", request.release, chart, "--kubeconfig", resolve(request.kubeconfig), "--namespace", "default"];
+  const args = ["upgrade", "--install", request.release, chart, "--kubeconfig", resolve(request.kubeconfig), "--namespace", CHART_NAMESPACE];
+  args.push("--history-max", String(HISTORY_MAX));
   if (request.values) args.push("--values", resolve(request.values));
   if (request.push) args.push("--set", `images.registry=${request.push.registry}`);
+  // An earlier deploy kept the release in default, with the Secrets in its history: this one
+  // takes its objects over into a release in bpa-system, then removes that history.
+  const formerHistory = await formerReleaseHistory(kc, request.release);
+  if (formerHistory.length) args.push("--take-ownership");
   const dryRun = await execa(helm, [...args, "--dry-run=server", "--output", "json"], { reject: false });
   if (dryRun.exitCode !== 0)
     throw new UserError(
@@ -107,6 +128,7 @@ export async function deploy(request: DeployRequest): Promise<void> {
       "fix what it names (values: docs/developer-path.md, 'Values'), then run deploy again",
     );
   const plan = releasePlan(dryRun.stdout);
+  const caFrom = await readCaFrom(kc, plan.values, request.caNamespace);
   request.log(`dry run on the server: ${request.release} accepted`);
   const intoOwnRegistry = Boolean(request.images && !request.push);
   if (intoOwnRegistry && !plan.ownRegistry)
@@ -129,24 +151,32 @@ export async function deploy(request: DeployRequest): Promise<void> {
     const pushed = await pushImagesBundle(request.images, { ...request.push, log: request.log });
     request.log(`${pushed.length} images and charts in ${request.push.registry}, digests unchanged`);
   }
+  // A password for this deploy's pushes into the chart's own registry: the one account that may set the tags the bundle ships.
+  const seedPassword = intoOwnRegistry ? randomAlphanumeric(32) : undefined;
+  await keepSiteSecrets(kc, { values: plan.values, namespaces: plan.namespaces, release: request.release, caFrom, seedPassword, log: request.log });
   const applied = await execa(helm, args, { reject: false });
   if (applied.exitCode !== 0)
     throw new UserError(
       `helm upgrade --install ${request.release} failed: ${helmError(applied.stderr)}`,
-      `see 'helm status ${request.release}' and 'helm history ${request.release}'; run deploy again once fixed`,
+      `see 'helm -n ${CHART_NAMESPACE} status ${request.release}' and 'helm -n ${CHART_NAMESPACE} history ${request.release}'; run deploy again once fixed`,
     );
-  request.log(`${request.release} installed (${chart}); helm status ${request.release} tells its revision`);
+  request.log(`${request.release} installed (${chart}); helm -n ${CHART_NAMESPACE} status ${request.release} tells its revision`);
+  if (formerHistory.length) {
+    const core = kc.makeApiClient(CoreV1Api);
+    for (const name of formerHistory) await core.deleteNamespacedSecret({ namespace: "default", name });
+    request.log(`the release's former history in default (${formerHistory.length} revisions, holding the Secrets the chart made then) removed`);
+  }
   if (request.waitSeconds > 0) await waitForDeployments(kc, plan.deployments, request.waitSeconds, request.log);
-  if (intoOwnRegistry) await pushIntoOwnRegistry(kc, request.images!, request.registryAt ?? plan.ownRegistry!, request.log);
+  if (intoOwnRegistry) await pushIntoOwnRegistry(kc, request.images!, request.registryAt ?? plan.ownRegistry!, seedPassword!, request.log);
   if (request.files) await copyFilesBundle(kc, request.files, request.log);
 }
 
 /** The Deployments and site services of the release the server's dry run rendered (`helm ... --output json`). */
 export function releasePlan(dryRunJson: string): ReleasePlan {
-  const release = JSON.parse(dryRunJson) as { manifest?: string };
+  const release = JSON.parse(dryRunJson) as { manifest?: string; config?: object; chart?: { values?: object } };
   const objects = yaml.loadAll(release.manifest ?? "") as ({
     kind?: string;
-    metadata?: { name?: string; namespace?: string };
+    metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
     data?: Record<string, string>;
   } | null)[];
   const deployments = objects
@@ -157,26 +187,45 @@ export function releasePlan(dryRunJson: string): ReleasePlan {
   const registryHost = config ? (yaml.load(config) as { registryHost?: string }).registryHost : undefined;
   return {
     deployments,
+    namespaces: objects.filter((o) => o?.kind === "Namespace").map((o) => ({ metadata: { name: o!.metadata?.name, labels: o!.metadata?.labels } })),
+    values: coalesce(release.chart?.values ?? {}, release.config ?? {}) as SecretValues,
     ownRegistry: has(OWN_REGISTRY.namespace, OWN_REGISTRY.deployment) ? registryHost : undefined,
     ownFiles: has(FILE_SERVER.namespace, FILE_SERVER.deployment),
   };
 }
 
-/** The bundle into the chart's own registry, with the push account and the site CA the release made. */
-async function pushIntoOwnRegistry(kc: KubeConfig, bundle: string, registry: string, log: (message: string) => void): Promise<void> {
+/** Helm's coalescing of values: the given ones over the chart's defaults, maps merged key by key. */
+function coalesce(defaults: object, given: object): object {
+  const out: Record<string, unknown> = { ...defaults };
+  for (const [key, value] of Object.entries(given)) {
+    const base = out[key];
+    out[key] =
+      value && typeof value === "object" && !Array.isArray(value) && base && typeof base === "object" && !Array.isArray(base) ? coalesce(base, value) : value;
+  }
+  return out;
+}
+
+/** The release's records in default, where deploy kept it before it moved to the chart's namespace. */
+async function formerReleaseHistory(kc: KubeConfig, release: string): Promise<string[]> {
+  const records = await kc.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: "default", labelSelector: `owner=helm,name=${release}` });
+  return records.items.map((s) => s.metadata!.name!);
+}
+
+/**
+ * The bundle into the chart's own registry, with this deploy's seeding account (the one
+ * account that may set the tags the bundle ships) and the site CA. The registry's front
+ * reads its password file from a Secret volume, which the kubelet refreshes within a
+ * minute or two: until it takes the account, it is asked again.
+ */
+async function pushIntoOwnRegistry(kc: KubeConfig, bundle: string, registry: string, password: string, log: (message: string) => void): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
-  const secret = await core.readNamespacedSecret({ namespace: OWN_REGISTRY.namespace, name: OWN_REGISTRY.pushSecret });
   const ca = (await core.readNamespacedConfigMap({ namespace: OWN_REGISTRY.namespace, name: OWN_REGISTRY.caConfigMap })).data?.["ca.crt"];
-  const decode = (key: string) => Buffer.from(secret.data?.[key] ?? "", "base64").toString();
-  if (!ca || !decode("password"))
-    throw new UserError(
-      `the release has no push account or CA for its registry (Secret ${OWN_REGISTRY.pushSecret}, ConfigMap ${OWN_REGISTRY.caConfigMap})`,
-      "the chart makes them with secrets.create: true; run deploy again",
-    );
+  if (!ca) throw new UserError(`the release has no CA for its registry (ConfigMap ${OWN_REGISTRY.caConfigMap})`, "run deploy again: it makes it");
+  await waitForAccount(registry, ca, REGISTRY_ACCOUNTS.seed.user, password, log);
   // The credentials only ever in a private directory of this process, removed afterwards.
   const dir = await mkdtemp(join(tmpdir(), "icn-deploy-push-"));
   try {
-    const auth = Buffer.from(`${decode("username")}:${decode("password")}`).toString("base64");
+    const auth = Buffer.from(`${REGISTRY_ACCOUNTS.seed.user}:${password}`).toString("base64");
     await writeFile(join(dir, "auth.json"), JSON.stringify({ auths: { [registry]: { auth } } }), { mode: 0o600 });
     await writeFile(join(dir, "ca.crt"), ca);
     log(`pushing ${bundle} into the chart's registry at ${registry}`);
@@ -184,6 +233,33 @@ async function pushIntoOwnRegistry(kc: KubeConfig, bundle: string, registry: str
     log(`${pushed.length} images and charts in ${registry}, digests unchanged`);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Asks the registry's version check with the account until it answers 200 (at most 5 minutes). */
+async function waitForAccount(registry: string, ca: string, user: string, password: string, log: (message: string) => void): Promise<void> {
+  const deadline = Date.now() + 300_000;
+  let said = false;
+  for (;;) {
+    const status = await new Promise<number | string>((done) => {
+      const request = httpsRequest(
+        `https://${registry}/v2/`,
+        { ca, auth: `${user}:${password}`, timeout: 10_000 },
+        (response) => (response.resume(), done(response.statusCode ?? 0)),
+      );
+      request.on("timeout", () => request.destroy(new Error("no answer in 10 s")));
+      request.on("error", (error) => done(error.message));
+      request.end();
+    });
+    if (status === 200) return;
+    if (Date.now() > deadline)
+      throw new UserError(
+        `the chart's registry at ${registry} did not take this deploy's account ${user} in 5 minutes (last answer: ${status})`,
+        `see 'kubectl -n ${OWN_REGISTRY.namespace} logs deployment/${OWN_REGISTRY.deployment} -c front'; run deploy again with --images`,
+      );
+    if (!said) log(`waiting for the chart's registry to take this deploy's account ${user} (the kubelet refreshes its password file)`);
+    said = true;
+    await new Promise((r) => setTimeout(r, 5000));
   }
 }
 
@@ -290,9 +366,9 @@ async function podReasons(kc: KubeConfig, namespace: string, name: string): Prom
   return reasons.length ? [...new Set(reasons)].join(", ") : (pods.items[0]!.status?.phase ?? "pending");
 }
 
-/** Helm's last "Error:" line, without its prefix. */
+/** Helm's error from its "Error:" line on, without the prefix: a schema error names each bad key on the lines after it. */
 function helmError(stderr: string): string {
   const lines = stderr.trim().split("\n");
-  const error = lines.filter((l) => l.startsWith("Error:")).at(-1) ?? lines.at(-1) ?? "";
-  return error.replace(/^Error:\s*/, "");
+  const start = lines.findIndex((l) => l.startsWith("Error:"));
+  return (start >= 0 ? lines.slice(start) : lines.slice(-1)).join("\n").replace(/^Error:\s*/, "");
 }

@@ -1,5 +1,5 @@
 import { parseCommandArgs } from "../args.js";
-import { deploy } from "../deploy.js";
+import { deploy, HISTORY_MAX } from "../deploy.js";
 import { UserError } from "../errors.js";
 import { log } from "../log.js";
 import type { Command } from "./command.js";
@@ -7,7 +7,7 @@ import type { Command } from "./command.js";
 export const deployCommand: Command = {
   name: "deploy",
   summary: "install or upgrade the components' Helm chart (BPA, Metal3, Ironic) on a Kubernetes cluster of your own",
-  usage: `usage: icn-bootstrap deploy --kubeconfig FILE [--values FILE] [--chart FILE] [--release NAME] [--wait SECONDS]
+  usage: `usage: icn-bootstrap deploy --kubeconfig FILE [--values FILE] [--chart FILE] [--release NAME] [--wait SECONDS] [--ca-namespace NS]
                             [--images FILE --push-to REGISTRY [--push-insecure] [--push-authfile FILE] [--push-cert-dir DIR]]
                             [--images FILE [--registry-at HOST:PORT]] [--files FILE]
 
@@ -25,6 +25,8 @@ a dry run of the whole release on the server. Then it waits for the Deployments.
   --release NAME     the Helm release (default: icn)
   --wait SECONDS     how long to wait for the Deployments to be available (default 1800;
                      0: do not wait)
+  --ca-namespace NS  the namespace a CA of your own (values secrets.caFrom) may be copied
+                     from, when not bpa-system: named here on purpose, never by values alone
 
 Offline, with the images in a registry of yours (the cluster's nodes must pull from it):
   --images FILE      the images bundle ('icn-bootstrap bundle': out/<name>-images.tar)
@@ -49,8 +51,10 @@ serve.files.enabled), filled once they run:
   --files FILE       the files bundle ('icn-bootstrap bundle': out/<name>-files.tar),
                      unpacked into the chart's file server through the Kubernetes API
 
-The site CA, the REST API's certificate and the credentials are made at install and kept by
-later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces stay.`,
+The site CA, the REST API's certificate and the credentials are made by deploy with the
+Kubernetes API before Helm runs (never in Helm's release history) and kept by later
+deploys. The release lives in bpa-system with its last ${HISTORY_MAX} revisions;
+'helm -n bpa-system uninstall NAME' removes it; CRDs, namespaces and Secrets stay.`,
   async run(argv) {
     const { values } = parseCommandArgs("deploy", argv, {
       kubeconfig: { type: "string" },
@@ -65,6 +69,7 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       "push-cert-dir": { type: "string" },
       "registry-at": { type: "string" },
       files: { type: "string" },
+      "ca-namespace": { type: "string" },
     });
     if (values["push-to"] && !values.images) throw new UserError("deploy: --push-to without --images", "give the images bundle to push (--images FILE)");
     if (values["registry-at"] && (!values.images || values["push-to"]))
@@ -72,6 +77,8 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
     for (const option of ["push-to", "registry-at"] as const)
       if (values[option] && !/^[a-zA-Z0-9.-]+(:\d+)?$/.test(values[option]))
         throw new UserError(`deploy: --${option} ${values[option]}`, "a registry's host or host:port, without a scheme or path (e.g. registry.lab:5000)");
+    if (values["ca-namespace"] && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values["ca-namespace"]))
+      throw new UserError(`deploy: --ca-namespace ${values["ca-namespace"]}`, "a namespace's name: lower case letters, digits and dashes");
     if (!values.kubeconfig) throw new UserError("deploy: --kubeconfig is required", "pass the kubeconfig of the cluster to install on");
     const waitSeconds = Number(values.wait);
     if (!Number.isInteger(waitSeconds) || waitSeconds < 0) throw new UserError(`deploy: --wait ${values.wait}`, "give whole seconds, 0 or more");
@@ -86,6 +93,7 @@ later deploys. 'helm uninstall NAME' removes the release; CRDs and namespaces st
       images: values.images,
       files: values.files,
       registryAt: values["registry-at"],
+      caNamespace: values["ca-namespace"],
       push: values["push-to"]
         ? { registry: values["push-to"], insecure: values["push-insecure"], authfile: values["push-authfile"], certDir: values["push-cert-dir"] }
         : undefined,

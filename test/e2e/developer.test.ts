@@ -286,7 +286,7 @@ describe("the components on a kubeadm cluster of one's own", () => {
       for (const name of ["bpa-system/icn-registry: available", "bpa-system/icn-files: available", "digests unchanged", "unpacked in"])
         expect(upgraded.all).toContain(name);
       phase("deploy again: release upgraded, the chart's registry and file server filled");
-      const releases = (await c.core.listNamespacedSecret({ namespace: "default", labelSelector: "owner=helm,name=icn" })).items;
+      const releases = (await c.core.listNamespacedSecret({ namespace: "bpa-system", labelSelector: "owner=helm,name=icn" })).items;
       expect(releases.map((s) => s.metadata!.labels!.version).sort()).toEqual(["1", "2"]);
       expect((await c.core.readNamespacedSecret({ namespace: "bpa-system", name: "icn-site-ca" })).data).toEqual(caSecret.data);
       expect((await c.core.readNamespacedSecret({ namespace: "baremetal-operator-system", name: "ironic-credentials" })).data).toEqual(ironicCredentials.data);

@@ -6,10 +6,10 @@
  * belong, makes its credentials and CA at install, and refuses values it cannot use,
  * naming them.
  */
-import { X509Certificate, createHash } from "node:crypto";
+import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
@@ -65,7 +65,7 @@ async function applianceObjects(): Promise<K8sObject[]> {
 
 describe("the infra-local-controller chart", () => {
   it("passes helm lint with each of its ci/ value sets", async () => {
-    for (const values of ["ci/appliance-values.yaml", "ci/cluster-values.yaml"]) {
+    for (const values of ["ci/appliance-values.yaml", "ci/cluster-values.yaml", "ci/serve-values.yaml"]) {
       const lint = await helm(["lint", chart, "--strict", "-f", join(chart, values)]);
       expect(lint.exitCode, `${values}\n${lint.stdout}\n${lint.stderr}`).toBe(0);
     }
@@ -141,34 +141,23 @@ describe("the infra-local-controller chart", () => {
     );
   });
 
-  it("makes the site CA, the REST API's certificate from it, the push account and Ironic's credentials at install", async () => {
-    const objects = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
-    const secret = (name: string) => (find(objects, "Secret", name) as unknown as { data: Record<string, string> }).data;
-    const decode = (b64: string) => Buffer.from(b64, "base64").toString();
-    const ca = new X509Certificate(decode(secret("icn-site-ca")["tls.crt"]!));
-    expect(ca.ca).toBe(true);
-    expect((find(objects, "ConfigMap", "icn-registry-ca") as unknown as { data: Record<string, string> }).data["ca.crt"]!.trim()).toBe(
-      decode(secret("icn-site-ca")["tls.crt"]!).trim(),
-    );
-    const apiCert = new X509Certificate(decode(secret("bpa-api-tls")["tls.crt"]!));
-    expect(apiCert.verify(ca.publicKey)).toBe(true);
-    expect(apiCert.ca).toBe(false);
-    for (const name of ["DNS:bpa-api.bpa-system.svc", "DNS:bpa.example.test", "IP Address:192.0.2.11"]) expect(apiCert.subjectAltName).toContain(name);
-    expect(decode(secret("icn-registry-push").username!)).toBe("icn-push");
-    expect(decode(secret("ironic-credentials").username!)).toBe("metal3");
-    for (const name of ["icn-registry-push", "ironic-credentials"]) expect(decode(secret(name).password!)).toMatch(/^[A-Za-z0-9]{32}$/);
-    // Made at each render, never fixed in the chart: two installs get two CAs and two passwords.
-    const again = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
-    const secondCa = (find(again, "Secret", "icn-site-ca") as unknown as { data: Record<string, string> }).data["tls.crt"];
-    expect(secondCa).not.toBe(secret("icn-site-ca")["tls.crt"]);
-    // None of them is in the chart: no key, certificate or password in any of its files.
+  it("renders no Secret, key, certificate or password with any of its value sets, and holds none (deploy or the appliance makes them beside the release)", async () => {
+    for (const values of ["ci/appliance-values.yaml", "ci/cluster-values.yaml", "ci/serve-values.yaml"]) {
+      const result = await template(["-f", join(chart, values)]);
+      expect(result.exitCode, result.stderr).toBe(0);
+      expect(result.stdout, values).not.toMatch(/^kind: Secret$/m);
+      expect(result.stdout, values).not.toMatch(/BEGIN [A-Z ]*(PRIVATE KEY|CERTIFICATE)/);
+    }
     for (const file of (await readdir(chart, { recursive: true, withFileTypes: true })).filter((f) => f.isFile())) {
       const text = await readFile(join(file.parentPath, file.name), "utf8");
       expect(text, file.name).not.toMatch(/BEGIN [A-Z ]*(PRIVATE KEY|CERTIFICATE)|password: ["']?[A-Za-z0-9+/=]{8,}/);
+      // Helm's generators and lookups are where a chart makes or copies keys into its release.
+      if (relative(chart, file.parentPath).startsWith("templates"))
+        expect(text, file.name).not.toMatch(/\b(genCA|genSignedCert|genPrivateKey|htpasswd|lookup)\b/);
     }
   });
 
-  it("with serve: the site's registry and file server in pods, on their NodePorts, with a certificate from the site CA and the push account", async () => {
+  it("with serve: the site's registry and file server in pods, on their NodePorts, with the rules for every tag and repository the bundle ships", async () => {
     const objects = await render(["-f", join(chart, "ci/serve-values.yaml")]);
     const deployment = (name: string) => find(objects, "Deployment", name) as unknown as K8sObject & Pod;
     const registry = deployment("icn-registry").spec.template.spec;
@@ -208,20 +197,22 @@ describe("the infra-local-controller chart", () => {
     expect(config.registryHost).toBe("192.0.2.10:30444");
     expect(config.filesRepo).toBe("http://192.0.2.10:30081/kubespray");
     expect(config.runnerImage).toBe("registry.example.test:5000/icn/kubespray-runner:latest");
-    // Its certificate from the site CA, for every name it is reached by; its push account the chart's.
-    const secret = (name: string) => (find(objects, "Secret", name) as unknown as { data: Record<string, string> }).data;
-    const decode = (b64: string) => Buffer.from(b64, "base64").toString();
-    const ca = new X509Certificate(decode(secret("icn-site-ca")["tls.crt"]!));
-    const front = secret("icn-registry-front");
-    const certificate = new X509Certificate(decode(front["tls.crt"]!));
-    expect(certificate.verify(ca.publicKey)).toBe(true);
-    for (const name of ["DNS:bootstrap.icn", "DNS:registry.example.test", "IP Address:192.0.2.10", "IP Address:192.0.2.12"])
-      expect(certificate.subjectAltName).toContain(name);
-    expect(decode(front.htpasswd!)).toMatch(/^icn-push:\$2a\$10\$[./A-Za-z0-9]{53}$/);
-    // The nginx configurations are the chart's files, mounted whole.
+    // Its certificate and password file: the Secret deploy makes (icn-registry-front), mounted.
+    expect(registry.volumes.find((v: { name: string }) => v.name === "front").secret.secretName).toBe("icn-registry-front");
+    // The nginx configurations are the chart's files, mounted whole, with the rules for every tag and repository the bundle ships.
     const registryConfig = (find(objects, "ConfigMap", "icn-registry") as unknown as { data: Record<string, string> }).data;
-    expect(Object.keys(registryConfig).sort()).toEqual(["config.yml", "nginx.conf"]);
+    expect(Object.keys(registryConfig).sort()).toEqual(["config.yml", "nginx.conf", "shipped.conf"]);
     expect(registryConfig["nginx.conf"]).toContain("auth_basic_user_file /etc/icn/front/htpasswd;");
+    expect(registryConfig["nginx.conf"]).toContain("include /etc/icn/nginx/shipped.conf;");
+    expect(registryConfig["shipped.conf"]).toContain(`"PUT /v2/icn/bpa/manifests/latest" "icn/bpa:latest is shipped with the chart's bundle";`);
+    expect(registryConfig["shipped.conf"]).toContain(`"PUT /v2/charts/infra-local-controller/manifests/0.1.0"`);
+    expect(registryConfig["shipped.conf"]).toContain(`"~^/v2/kube-apiserver/(manifests|blobs|tags|referrers)/" "kube-apiserver";`);
+    expect(registry.containers[1].volumeMounts).toContainEqual({
+      name: "configuration",
+      mountPath: "/etc/icn/nginx/shipped.conf",
+      subPath: "shipped.conf",
+      readOnly: true,
+    });
     // Without serve (every other value set), none of it.
     const plain = await render(["-f", join(chart, "ci/cluster-values.yaml")]);
     expect(plain.filter((o) => /^icn-(registry|files)(-data|-front)?$/.test(o.metadata.name)).map(key)).toEqual([]);
@@ -244,9 +235,9 @@ describe("the infra-local-controller chart", () => {
     const lowPort = await template([...base, "--set", "serve.registry.enabled=true", "--set", "serve.registry.port=5000"]);
     expect(lowPort.exitCode).not.toBe(0);
     expect(lowPort.stderr).toMatch(/serve.registry.port'?: minimum/);
-    const serveWithoutSecrets = await template([...base, "--set", "serve.registry.enabled=true", "--set", "secrets.create=false"]);
-    expect(serveWithoutSecrets.exitCode).not.toBe(0);
-    expect(serveWithoutSecrets.stderr).toContain("serve.registry.enabled needs secrets.create: true");
+    const nodeport = await template([...base, "--set", "api.nodeport=30443"]);
+    expect(nodeport.exitCode).not.toBe(0);
+    expect(nodeport.stderr).toContain("nodeport");
     const unknown = await template([...base, "--set", "registy.address=192.0.2.10"]);
     expect(unknown.exitCode).not.toBe(0);
     expect(unknown.stderr).toContain("registy");
