@@ -1,6 +1,6 @@
 /**
  * The operator's control loop: informers on Provisionings, BareMetalHosts, its own Jobs,
- * Deployments and Pods feed a work queue of Provisioning keys; workers reconcile them,
+ * Deployments and Pods (in each namespace it works in) feed a work queue of Provisioning keys; workers reconcile them,
  * requeueing failures with a per-key exponential backoff.
  */
 import type { KubernetesListObject, V1ConfigMap, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
@@ -27,6 +27,7 @@ import { labelValue } from "../jobs/names.js";
 import { ResilientInformer } from "../runtime/informer.js";
 import { errorMessage, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
+import { NamespaceScopes } from "./namespaces.js";
 import { PlanRegistry } from "./plans.js";
 import { WorkQueue } from "../runtime/queue.js";
 import { Reconciler, type Caches } from "./reconcile.js";
@@ -47,9 +48,9 @@ export class Controller {
   private readonly provisionings: ResilientInformer<Provisioning & { apiVersion: string; kind: string }>;
   private readonly hosts: ResilientInformer<BareMetalHost & { apiVersion: string; kind: string }>;
   private readonly hardwareData: ResilientInformer<HardwareData & { apiVersion: string; kind: string }>;
-  private readonly jobs: ResilientInformer<V1Job>;
-  private readonly deployments: ResilientInformer<V1Deployment>;
-  private readonly pods: ResilientInformer<V1Pod>;
+  /** The informers of the namespaces opened so far (namespaces.ts). */
+  private readonly namespaces: NamespaceScopes;
+  private readonly scoped = new Map<string, { jobs: ResilientInformer<V1Job>; deployments: ResilientInformer<V1Deployment>; pods: ResilientInformer<V1Pod> }>();
   /** The registry's site CA ConfigMap: only a trigger (reconciles read it themselves). */
   private readonly registryCA: ResilientInformer<V1ConfigMap>;
   private readonly kubesprayPins: ResilientInformer<V1ConfigMap>;
@@ -101,32 +102,46 @@ export class Controller {
       path: nsPath(`/apis/${METAL3_GROUP}/${METAL3_VERSION}`, HARDWARE_DATA_PLURAL, hostNs),
       list: customList<HardwareData>(METAL3_GROUP, METAL3_VERSION, HARDWARE_DATA_PLURAL, hostNs),
     });
+    // The operator's own Jobs, Deployments and Pods: watched in each namespace it works in,
+    // opened by the first reconcile there (its rights are granted per namespace: namespaces.ts).
     const jobSelector = `${owned},${LABEL_COMPONENT} in (${COMPONENT.install},${ADDONS_COMPONENT.job})`;
-    this.jobs = new ResilientInformer<V1Job>({
-      kc: c.kc,
-      name: "jobs",
-      log,
-      path: nsPath("/apis/batch/v1", "jobs"),
-      labelSelector: jobSelector,
-      list: () =>
-        ns ? c.batch.listNamespacedJob({ namespace: ns, labelSelector: jobSelector }) : c.batch.listJobForAllNamespaces({ labelSelector: jobSelector }),
-    });
-    this.deployments = new ResilientInformer<V1Deployment>({
-      kc: c.kc,
-      name: "deployments",
-      log,
-      path: nsPath("/apis/apps/v1", "deployments"),
-      labelSelector: owned,
-      list: () =>
-        ns ? c.apps.listNamespacedDeployment({ namespace: ns, labelSelector: owned }) : c.apps.listDeploymentForAllNamespaces({ labelSelector: owned }),
-    });
-    this.pods = new ResilientInformer<V1Pod>({
-      kc: c.kc,
-      name: "pods",
-      log,
-      path: nsPath("/api/v1", "pods"),
-      labelSelector: owned,
-      list: () => (ns ? c.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : c.core.listPodForAllNamespaces({ labelSelector: owned })),
+    this.namespaces = new NamespaceScopes({
+      c,
+      informers: (namespace) => {
+        const informers = {
+          jobs: new ResilientInformer<V1Job>({
+            kc: c.kc,
+            name: `jobs ${namespace}`,
+            log,
+            path: nsPath("/apis/batch/v1", "jobs", namespace),
+            labelSelector: jobSelector,
+            list: () => c.batch.listNamespacedJob({ namespace, labelSelector: jobSelector }),
+          }),
+          deployments: new ResilientInformer<V1Deployment>({
+            kc: c.kc,
+            name: `deployments ${namespace}`,
+            log,
+            path: nsPath("/apis/apps/v1", "deployments", namespace),
+            labelSelector: owned,
+            list: () => c.apps.listNamespacedDeployment({ namespace, labelSelector: owned }),
+          }),
+          pods: new ResilientInformer<V1Pod>({
+            kc: c.kc,
+            name: `pods ${namespace}`,
+            log,
+            path: nsPath("/api/v1", "pods", namespace),
+            labelSelector: owned,
+            list: () => c.core.listNamespacedPod({ namespace, labelSelector: owned }),
+          }),
+        };
+        for (const verb of ["add", "update", "delete"] as const) {
+          informers.jobs.on(verb, (j) => this.enqueueOwner(j));
+          informers.deployments.on(verb, (d) => this.enqueueOwner(d));
+          informers.pods.on(verb, (pod) => this.enqueueByLabel(pod));
+        }
+        this.scoped.set(namespace, informers);
+        return [informers.jobs, informers.deployments, informers.pods];
+      },
     });
 
     // The appliance's ConfigMaps every Job gets something from, each watched by name in the operator's namespace.
@@ -147,9 +162,10 @@ export class Controller {
     const caches: Caches = {
       provisioning: (namespace, name) => this.provisionings.get(name, namespace),
       hosts: (namespace) => (this.hosts.isSynced() ? withHardwareData(this.hosts.list(namespace), this.hardwareData.list(namespace)) : undefined),
-      jobs: (namespace) => this.jobs.list(namespace),
-      deployment: (namespace, name) => this.deployments.get(name, namespace),
-      pods: (namespace) => this.pods.list(namespace),
+      open: (namespace) => this.namespaces.open(namespace),
+      jobs: (namespace) => this.scoped.get(namespace)?.jobs.list(namespace) ?? [],
+      deployment: (namespace, name) => this.scoped.get(namespace)?.deployments.get(name, namespace),
+      pods: (namespace) => this.scoped.get(namespace)?.pods.list(namespace) ?? [],
     };
     this.reconciler = new Reconciler(c, config, caches, this.plans, log, (hosts) => this.enqueueWaiting(hosts));
 
@@ -165,9 +181,6 @@ export class Controller {
     for (const verb of ["add", "update", "delete"] as const) {
       this.hosts.on(verb, (h) => this.enqueueForHost(h));
       this.hardwareData.on(verb, (h) => this.enqueueForHost(h));
-      this.jobs.on(verb, (j) => this.enqueueOwner(j));
-      this.deployments.on(verb, (d) => this.enqueueOwner(d));
-      this.pods.on(verb, (pod) => this.enqueueByLabel(pod));
       // A new or changed CA: waiting Provisionings can install, installed ones get it (new install hash).
       this.registryCA.on(verb, () => this.enqueueAll());
       // New pins (a new appliance's content): waiting Provisionings can run, installed clusters follow the served versions.
@@ -225,11 +238,9 @@ export class Controller {
   /** Starts the informers, waits for the caches, then the workers. */
   async start(): Promise<void> {
     this.running = true;
-    await Promise.all(
-      [this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.start()),
-    );
+    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.registryCA, this.kubesprayPins].map((i) => i.start()));
     // Hosts may be missing (no BareMetalHost CRD yet): reconciles then wait for them instead of blocking here.
-    await Promise.all([this.provisionings, this.jobs, this.deployments, this.pods].map((i) => i.hasSynced));
+    await this.provisionings.hasSynced;
     await Promise.race([this.hosts.hasSynced, new Promise((r) => setTimeout(r, 2_000).unref())]);
     if (!this.running) return;
     this.plans.load(this.provisionings.list());
@@ -271,9 +282,8 @@ export class Controller {
     this.running = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    await Promise.all(
-      [this.provisionings, this.hosts, this.hardwareData, this.jobs, this.deployments, this.pods, this.registryCA, this.kubesprayPins].map((i) => i.stop()),
-    );
+    await Promise.all([this.provisionings, this.hosts, this.hardwareData, this.registryCA, this.kubesprayPins].map((i) => i.stop()));
+    await this.namespaces.stop();
     await Promise.all(this.workers);
     this.workers = [];
   }

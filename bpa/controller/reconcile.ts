@@ -43,6 +43,7 @@ import { jobState, ownedBy } from "../runtime/owners.js";
 import { recordEvent } from "./events.js";
 import { readKubesprayPins, REASON_PINS_MISSING, type KubesprayPins } from "./kubespray-pins.js";
 import { readRegistryCA, REASON_REGISTRY_CA_MISSING } from "./registry-ca.js";
+import { NAMESPACE_CLUSTER_ROLE, type NamespaceAccess } from "./namespaces.js";
 import { ensureSshKey } from "./ssh.js";
 import { errorMessage, isConflict, isNotFound, mergePatch, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
@@ -52,6 +53,8 @@ import { jsonEqual } from "../runtime/json.js";
 
 /** What the reconciler reads from the informers' caches. */
 export interface Caches {
+  /** Opens the namespace's caches (its Jobs, Deployments, Pods), or says which rights the operator lacks there. */
+  open(namespace: string): Promise<NamespaceAccess>;
   provisioning(namespace: string, name: string): Provisioning | undefined;
   hosts(namespace: string | undefined): readonly BareMetalHost[] | undefined;
   jobs(namespace: string): readonly V1Job[];
@@ -65,6 +68,10 @@ export interface ReconcileResult {
   /** Waiting for something outside the Provisioning: reconcile again after the key's growing backoff. */
   retryWithBackoff?: boolean;
 }
+
+/** How often a Provisioning in a namespace without the operator's rights is checked again. */
+export const NAMESPACE_RECHECK_MS = 60_000;
+export const REASON_NAMESPACE_NOT_PERMITTED = "NamespaceNotPermitted";
 
 /** How often an unsatisfiable Provisioning is re-planned without any event. */
 export const UNSATISFIABLE_RECHECK_MS = 60_000;
@@ -141,6 +148,8 @@ export class Reconciler {
     const [namespace, name] = key.split("/") as [string, string];
     const p = this.caches.provisioning(namespace, name);
     if (!p || p.metadata.deletionTimestamp) return this.releaseHosts(key);
+    const access = await this.caches.open(namespace);
+    if (!access.ok) return this.namespaceNotPermitted(p, access.missing);
     const pins = await readKubesprayPins(this.c, this.config);
     const served = this.config.kubernetesVersions ?? (pins.ok ? pins.served.kubernetesVersions : undefined);
     const spec = await this.validate(p, served);
@@ -212,6 +221,27 @@ export class Reconciler {
     const released = this.plans.release(key);
     if (released.length) this.onHostsReleased(released);
     return {};
+  }
+
+  /**
+   * A Provisioning where the operator holds no rights: said in status and in an Event (once
+   * per state), checked again after NAMESPACE_RECHECK_MS, so that a RoleBinding made later is found.
+   */
+  private async namespaceNotPermitted(p: Provisioning, missing: string[]): Promise<ReconcileResult> {
+    const namespace = p.metadata.namespace!;
+    const message =
+      `the BPA operator has no rights in namespace ${namespace} (it may not ${missing.join(", ")}): ` +
+      `bind ClusterRole ${NAMESPACE_CLUSTER_ROLE} to it there, e.g. kubectl -n ${namespace} create rolebinding bpa-operator ` +
+      `--clusterrole=${NAMESPACE_CLUSTER_ROLE} --serviceaccount=${this.config.namespace}:bpa-operator`;
+    const shown = p.status?.conditions?.find((c) => c.type === CONDITION.ready);
+    if (shown?.reason !== REASON_NAMESPACE_NOT_PERMITTED || shown.message !== message) {
+      await recordEvent(this.c, this.log, p, { type: "Warning", reason: REASON_NAMESPACE_NOT_PERMITTED, message }, this.now());
+    }
+    await this.writeStatus(p, "Pending", {}, [
+      { type: CONDITION.ready, status: "False", reason: REASON_NAMESPACE_NOT_PERMITTED, message },
+      reconciledCondition(p),
+    ]);
+    return { requeueAfterMs: NAMESPACE_RECHECK_MS };
   }
 
   /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */

@@ -5,21 +5,13 @@
  */
 import yaml from "js-yaml";
 import { parseConfig } from "../../../bpa/config/config.js";
-import {
-  KubeConfig,
-  type V1ConfigMap,
-  type V1Deployment,
-  type V1ClusterRole,
-  type V1ClusterRoleBinding,
-  type V1Role,
-  type V1RoleBinding,
-  type V1ServiceAccount,
-} from "@kubernetes/client-node";
+import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole } from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
 import { isConflict, makeClients, type Clients } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
+import { applyRbac as applyShippedRbac, bindOperatorTo } from "../../helpers/rbac.js";
 import {
   applyCrds,
   clients,
@@ -201,9 +193,11 @@ describe("reconcile errors", () => {
   it("are retried with a growing backoff and reported in the Reconciled condition, until they go away", async () => {
     const ns = await newNamespace(c, "bpa-errors");
     await twoHosts(ns);
-    // The operator's rules, minus creating Jobs: every reconcile fails at the last step.
-    const [, clusterRole] = await loadKubeYaml<V1ClusterRole>("manifests/bpa/rbac.yaml");
-    const rules = clusterRole!.rules!.map((r) => (r.resources!.includes("jobs") ? { ...r, verbs: r.verbs.filter((v) => v !== "create") } : r));
+    // The operator's rules (cluster-wide and per namespace), minus creating Jobs: every reconcile fails at the last step.
+    const clusterRoles = (await loadKubeYaml<V1ClusterRole>("manifests/bpa/rbac.yaml")).filter((d) => d.kind === "ClusterRole");
+    const rules = clusterRoles
+      .flatMap((r) => r.rules!)
+      .map((r) => (r.resources!.includes("jobs") ? { ...r, verbs: r.verbs.filter((v) => v !== "create") } : r));
     rules.push({ apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] });
     rules.push({ apiGroups: [""], resources: ["configmaps"], resourceNames: ["icn-registry-ca", "bpa-kubespray-pins"], verbs: ["get", "list", "watch"] });
     await c.rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: "op" }, rules } });
@@ -264,17 +258,7 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     } catch (error) {
       if (!isConflict(error)) throw error;
     }
-    for (const doc of await loadKubeYaml<{ kind: string }>("manifests/bpa/rbac.yaml")) {
-      try {
-        if (doc.kind === "ServiceAccount") await c.core.createNamespacedServiceAccount({ namespace: "bpa-system", body: doc as V1ServiceAccount });
-        if (doc.kind === "ClusterRole") await c.rbac.createClusterRole({ body: doc as V1ClusterRole });
-        if (doc.kind === "ClusterRoleBinding") await c.rbac.createClusterRoleBinding({ body: doc as V1ClusterRoleBinding });
-        if (doc.kind === "Role") await c.rbac.createNamespacedRole({ namespace: "bpa-system", body: doc as V1Role });
-        if (doc.kind === "RoleBinding") await c.rbac.createNamespacedRoleBinding({ namespace: "bpa-system", body: doc as V1RoleBinding });
-      } catch (error) {
-        if (!isConflict(error)) throw error;
-      }
-    }
+    await applyShippedRbac(c, "manifests/bpa/rbac.yaml");
   }
 
   /** The test's admin kubeconfig, impersonating the operator's ServiceAccount. */
@@ -308,6 +292,7 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
   it("are enough for a whole install, and no more than the operator needs", async () => {
     await applyRbac();
     const ns = await newNamespace(c, "bpa-rbac");
+    await bindOperatorTo(c, ns); // as a site does for each namespace its Provisionings live in
     await twoHosts(ns);
     const operatorKc = asOperator();
     const asSa = makeClients(operatorKc);

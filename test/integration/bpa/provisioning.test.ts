@@ -130,7 +130,12 @@ describe("BPA operator with a real API server", () => {
     };
     expect(job.metadata!.ownerReferences).toEqual([owner]);
     expect(job.spec!.template.spec!.containers[0]!.image).toBe("192.168.100.1:5000/icn/kubespray-runner:2.27.0");
-    expect(job.spec!.template.spec!.volumes!.map((v) => v.configMap?.name ?? v.secret?.secretName)).toEqual(["bpa-ssh-key", p.status!.inventoryConfigMap]);
+    // Beside its writable /tmp (an emptyDir), the pod mounts the SSH key and this install's inventory.
+    expect(job.spec!.template.spec!.volumes!.map((v) => v.configMap?.name ?? v.secret?.secretName ?? (v.emptyDir ? "emptyDir" : v.name))).toEqual([
+      "bpa-ssh-key",
+      p.status!.inventoryConfigMap,
+      "emptyDir",
+    ]);
 
     // Deleting the Provisioning cleans up through these owner references. The garbage
     // collector that acts on them is kube-controller-manager's, which the test harness does
