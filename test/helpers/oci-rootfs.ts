@@ -35,6 +35,11 @@ export interface InImageOptions {
    * pod's `capabilities: {drop: [ALL], add: […]}` gives them, e.g. CAP_NET_ADMIN for a DHCP server.
    */
   caps?: string[];
+  /**
+   * Run as this user and group id (setpriv before bwrap), as a pod's runAsUser/runAsGroup:
+   * the image's files stay root's. The image root's parent directories must be searchable by it.
+   */
+  uid?: number;
 }
 
 function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
@@ -75,7 +80,8 @@ function bwrapArgs(root: string, command: string[], opts: InImageOptions): strin
 /** bwrap, or bwrap inside the options' network namespace. */
 function launcher(root: string, command: string[], opts: InImageOptions): [string, string[]] {
   const args = bwrapArgs(root, command, opts);
-  return opts.netns ? ["ip", ["netns", "exec", opts.netns, "bwrap", ...args]] : ["bwrap", args];
+  const bwrap = opts.uid === undefined ? ["bwrap", ...args] : ["setpriv", `--reuid=${opts.uid}`, `--regid=${opts.uid}`, "--clear-groups", "bwrap", ...args];
+  return opts.netns ? ["ip", ["netns", "exec", opts.netns, ...bwrap]] : [bwrap[0]!, bwrap.slice(1)];
 }
 
 export function inImage(root: string, command: string[], opts: InImageOptions = {}) {
