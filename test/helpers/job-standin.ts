@@ -9,7 +9,10 @@
  * configMap and secret volumes (items, paths, defaultMode) at their mount paths, read-only;
  * a ServiceAccount token of the pod's ServiceAccount (TokenRequest) with the API server's
  * CA at /var/run/secrets/kubernetes.io/serviceaccount; KUBERNETES_SERVICE_HOST/PORT; the
- * termination message file at /dev/termination-log. The network is the caller's.
+ * termination message file at /dev/termination-log; emptyDir volumes. The network is the
+ * caller's. It runs the container as root: the pod's securityContext (the runner's pods run
+ * as nobody) is not applied here; test/integration/least-privilege.test.ts runs the runner
+ * image's programs as nobody.
  */
 import { chmod, mkdir, mkdtemp, readFile, readlink, writeFile } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
@@ -152,8 +155,13 @@ async function materialize(c: Clients, namespace: string, volume: V1Volume, targ
     data = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64")]));
     ({ items } = volume.secret);
     mode = volume.secret.defaultMode ?? 0o644;
+  } else if (volume.emptyDir) {
+    // As the kubelet makes one: empty, writable by whichever user the pod runs as.
+    await mkdir(target, { recursive: true });
+    await chmod(target, 0o777);
+    return;
   } else {
-    throw new Error(`volume ${volume.name}: the stand-in knows configMap and secret volumes only`);
+    throw new Error(`volume ${volume.name}: the stand-in knows configMap, secret and emptyDir volumes only`);
   }
   await mkdir(target, { recursive: true });
   for (const { key, path, mode: itemMode } of items ?? Object.keys(data).map((key) => ({ key, path: key, mode: undefined }))) {
