@@ -6,7 +6,8 @@
  * TLS with a site CA), then the addons Job's contract played as the pod gets
  * it: the plan, the registry's CA, the application cluster's kubeconfig (here: a real
  * kube-apiserver, which runs no pods, so the chart holds a ConfigMap) and a ServiceAccount
- * that may write only the results ConfigMap. Install, upgrade, uninstall and a failure.
+ * that may write only the results ConfigMap. Install, upgrade, uninstall and a failure; each
+ * chart by the digest the BPA recorded, also after its tag moved.
  */
 import { readFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { loadDefinition, DEFAULT_DEFINITION } from "../../builder/definition.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { runStages, stagesDir } from "../../builder/pipeline.js";
-import { pushChart } from "../../bpa/rest/push-chart.js";
+import { checkChart, pushChart } from "../../bpa/rest/push-chart.js";
 import { RegistryClient } from "../../bpa/rest/registry.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
 import { runnerIdentity } from "../helpers/runner-identity.js";
@@ -35,6 +36,9 @@ let core: CoreV1Api;
 /** The directories the addons Job's pod would have mounted. */
 let dirs: { plan: string; kubeconfig: string; sa: string; helm: string };
 let apiServer: URL;
+let client: RegistryClient;
+/** The digest probe 0.1.0's tag named when it was first published. */
+let recorded: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-addons-runner-"));
@@ -72,13 +76,23 @@ beforeAll(async () => {
     join(chart, "templates/configmap.yaml"),
     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  chart: {{ .Chart.Version | quote }}\n",
   );
+  client = new RegistryClient({ url: `https://${registry.address}`, ca: registry.ca, username: registry.username, password: registry.password });
+  const pushed = await publishProbe();
+  expect(pushed).toMatchObject({ url: `oci://${registry.address}/charts/probe`, version: "0.1.0" });
+  recorded = pushed.digest;
+}, 40 * 60_000);
+
+/**
+ * Packages the probe chart with the image's Helm and pushes it as the REST API publishes a
+ * chart upload (bpa/rest/push-chart.ts); again with other values.yaml, it moves the tag.
+ */
+async function publishProbe(greeting = "hello") {
+  await writeFile(join(dirs.helm, "probe", "values.yaml"), `greeting: ${greeting}\n`);
   const packaged = await helm(["package", "/tmp/helm/probe", "--destination", "/tmp/helm"]);
   expect(packaged.exitCode, packaged.all).toBe(0);
-  // Into the registry as the REST API publishes a chart upload (bpa/rest/push-chart.ts): Helm must find it there.
-  const client = new RegistryClient({ url: `https://${registry.address}`, ca: registry.ca, username: registry.username, password: registry.password });
-  const pushed = await pushChart(join(dirs.helm, "probe-0.1.0.tgz"), join(work, "push"), "charts/probe:0.1.0", client, registry.address);
-  expect(pushed).toMatchObject({ url: `oci://${registry.address}/charts/probe`, version: "0.1.0" });
-}, 40 * 60_000);
+  const file = join(dirs.helm, "probe-0.1.0.tgz");
+  return pushChart(file, join(work, "push"), await checkChart(file, "charts/probe:0.1.0"), client, registry.address);
+}
 
 afterAll(async () => {
   await core?.deleteNamespace({ name: namespace }).catch(() => undefined);
@@ -129,10 +143,11 @@ const results = async () =>
     Object.entries((await core.readNamespacedConfigMap({ namespace, name: "site-addons-results" })).data ?? {}).map(([k, v]) => [k, JSON.parse(v)]),
   );
 const probe = () => core.readNamespacedConfigMap({ namespace: target, name: "probe" });
-const apply = (values: Record<string, unknown>, version = "0.1.0") => ({
+const apply = (values: Record<string, unknown>, digest = recorded) => ({
   name: "probe",
   chart: `oci://${registry.address}/charts/probe`,
-  version,
+  version: "0.1.0",
+  digest,
   namespace: target,
   values,
   hash: "h",
@@ -149,7 +164,7 @@ describe("the runner's addons mode with the build's Helm", () => {
         "never-installed": { job: "site-addons-00000001", state: "Uninstalled" },
       });
       expect((await probe()).data).toEqual({ greeting: "hi", chart: "0.1.0" });
-      expect(run.all).toContain("helm upgrade --install probe");
+      expect(run.all).toContain(`helm upgrade --install probe oci://${registry.address}/charts/probe@${recorded} --namespace`);
     },
     10 * 60_000,
   );
@@ -169,15 +184,42 @@ describe("the runner's addons mode with the build's Helm", () => {
   );
 
   it(
-    "a chart version the registry does not have: that addon Failed with Helm's words, the others still done, exit non-zero",
+    "a chart digest the registry does not have: that addon Failed with Helm's words, the others still done, exit non-zero",
     async () => {
-      const run = await runAddons({ apply: [apply({}, "9.9.9"), { ...apply({ greeting: "still" }), name: "probe2" }], remove: [] }, "site-addons-00000004");
+      const absent = `sha256:${"0".repeat(64)}`;
+      const run = await runAddons({ apply: [apply({}, absent), { ...apply({ greeting: "still" }), name: "probe2" }], remove: [] }, "site-addons-00000004");
       expect(run.exitCode).not.toBe(0);
       const r = await results();
       expect(r.probe).toMatchObject({ job: "site-addons-00000004", state: "Failed" });
-      expect(r.probe.message).toMatch(/9\.9\.9.*not found|not found.*9\.9\.9/i);
+      expect(r.probe.message).toMatch(/not found/i);
       expect(r.probe2).toEqual({ job: "site-addons-00000004", state: "Installed" });
       expect(run.all).toContain("bpa-runner: error: addons failed: probe");
+    },
+    10 * 60_000,
+  );
+
+  it(
+    "the tag moved after the BPA recorded its digest: the recorded chart is installed, not what the tag names now; a plan without a digest is refused",
+    async () => {
+      // probe2 (the run before) holds the ConfigMap the probe chart makes.
+      const cleared = await runAddons({ apply: [], remove: [{ name: "probe2", namespace: target }] }, "site-addons-00000005");
+      expect(cleared.exitCode, cleared.all).toBe(0);
+      const moved = await publishProbe("moved");
+      expect(moved.digest).not.toBe(recorded);
+      const run = await runAddons({ apply: [apply({})], remove: [] }, "site-addons-00000006");
+      expect(run.exitCode, run.all).toBe(0);
+      expect((await results()).probe).toEqual({ job: "site-addons-00000006", state: "Installed" });
+      expect((await probe()).data).toEqual({ greeting: "hello", chart: "0.1.0" });
+      // The new digest, once named, is what the tag names now.
+      const taken = await runAddons({ apply: [apply({}, moved.digest)], remove: [] }, "site-addons-00000007");
+      expect(taken.exitCode, taken.all).toBe(0);
+      expect((await probe()).data!.greeting).toBe("moved");
+
+      const { digest: _none, ...byTag } = apply({});
+      const refused = await runAddons({ apply: [byTag], remove: [] }, "site-addons-00000008");
+      expect(refused.exitCode).not.toBe(0);
+      expect((await results()).probe).toMatchObject({ job: "site-addons-00000008", state: "Failed", message: expect.stringContaining("no chart digest") });
+      expect(refused.all).not.toContain("helm upgrade");
     },
     10 * 60_000,
   );
