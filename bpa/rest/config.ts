@@ -75,7 +75,7 @@ export const DEFAULTS = {
   tlsReloadSeconds: 30,
   registryUrl: "https://bootstrap.icn:5000",
   pullHost: "bootstrap.icn:5000",
-  pushSecret: "icn-registry-push",
+  pushSecret: "icn-registry-api",
   caConfigMap: "icn-registry-ca",
   caKey: "ca.crt",
   tokenAudience: TOKEN_AUDIENCE,
