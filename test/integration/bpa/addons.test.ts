@@ -252,6 +252,22 @@ describe("addons of an installed cluster", () => {
     await expect(createProvisioning(c, ns, { metadata: { name: "bad" }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: "multus" } })).rejects.toThrow(
       /spec\.addons.*array/i,
     );
+    // Dry run: the schema is checked, nothing is made. The answer as text: a failure prints it, not the client's error object.
+    const badDigest = { metadata: { name: "bad2", namespace: ns }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: [{ name: "multus", digest: "4.3.0" }] } };
+    const answer = await c.custom
+      .createNamespacedCustomObject({
+        group: "bpa.akraino.org",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "provisionings",
+        dryRun: "All",
+        body: { apiVersion: "bpa.akraino.org/v1alpha1", kind: "Provisioning", ...badDigest },
+      })
+      .then(
+        () => "accepted",
+        (error: Error) => error.message,
+      );
+    expect(answer).toMatch(/spec\.addons\[0\]\.digest.*should match/i);
     await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 2, memory: "2Gi" }, addons: [{ name: "nope" }] } });
     await installed(ns, "edge");
     const p = await waitForStatus(c, ns, "edge", "InvalidAddons", (x) => condition(x, "AddonsReady")?.reason === "InvalidAddons");
