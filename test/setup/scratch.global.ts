@@ -12,7 +12,7 @@
  * Listed in the root config, it is also inherited by each project (`extends: true`):
  * the first call makes the directory, the others find it in ICN_TEST_SCRATCH.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -50,6 +50,9 @@ export default function setup(): (() => void) | undefined {
   const parent = tmpdir();
   for (const dir of removeStaleScratch(parent)) console.log(`removed the scratch of a killed test run: ${dir}`);
   const scratch = mkdtempSync(join(parent, SCRATCH_PREFIX));
+  // Searchable, not listable: a test that runs an image as its pods' user (nobody) reaches
+  // the directory it made for that (mode 0755) by its random name; mkdtemp's 0700 would stop it.
+  chmodSync(scratch, 0o711);
   writeFileSync(join(scratch, OWNER), String(process.pid));
   process.env.ICN_TEST_SCRATCH = scratch;
   process.env.TMPDIR = scratch;
