@@ -119,7 +119,7 @@ describe("the appliance", () => {
         }),
       );
     vm = await boot(BOOT_TIMEOUT_S + 600);
-    expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
     const [, , version] = READY.exec(vm.readyLine!) ?? [];
     expect(version).toMatch(/^v1\./);
     const steps = consoleLines.filter((l) => l.includes("ICN-BOOTSTRAP-STEP"));
@@ -357,7 +357,7 @@ describe("the appliance", () => {
     expect(onDisk).not.toMatch(/10-bmc-secret\.yaml/);
     expect(onDisk).toMatch(/20-hosts\.yaml/);
     vm = await boot(BOOT_TIMEOUT_S);
-    expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
     expect(consoleLines.join("\n")).not.toMatch(/ICN-SITE: applied/); // each file once per content
     const again = await c.custom.getNamespacedCustomObject({

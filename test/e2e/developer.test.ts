@@ -146,7 +146,7 @@ describe("the components on a kubeadm cluster of one's own", () => {
         readyPattern: READY,
         onLine: (line) => consoleLines.push(line),
       });
-      expect(vm.ready, vm.failure ?? vm.lastLines.join("\n")).toBe(true);
+      expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
       phase(`kubeadm cluster ready (${vm.accel})`);
       console.log(`first-boot steps:\n  ${consoleLines.filter((l) => l.includes("ICN-BOOTSTRAP-STEP")).join("\n  ")}`);
 
