@@ -105,6 +105,8 @@ def probe(i, proto, host, port):
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(timeout)
             if port == 67:  # a DHCP server answers the client's port, to the broadcast address
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1); s.bind(("0.0.0.0", 68)); s.sendto(request(port), (host, port))
+            elif port == 69:  # a TFTP server answers from a port of its own: no connect(), which would drop that answer
+                s.sendto(request(port), (host, port))
             else:
                 s.connect((host, port)); s.send(request(port))
             answer = s.recv(512); is_open = True

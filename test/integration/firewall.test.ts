@@ -253,6 +253,19 @@ describe("the appliance's firewall (shipped nftables ruleset, in network namespa
   });
 
   it(
+    "that stranger reaches nothing at the provisioning address either: dnsmasq's DNS over TCP, TFTP (an address answers on its own interface only)",
+    { timeout: 30_000 },
+    async () => {
+      await loadRuleset(false);
+      const a = PROV_NET.appliance;
+      const bound = [`tcp://${a}:53`, `udp://${a}:69`, `tcp://${a}:5000`, `tcp://${a}:8080`];
+      expect(await reachAll(SITE, bound)).toEqual(Object.fromEntries(bound.map((t) => [t, "closed"])));
+      // The nodes still do, on their own network.
+      expect(await reachAll(NODE, bound)).toEqual(Object.fromEntries(bound.map((t) => [t, "open"])));
+    },
+  );
+
+  it(
     "the site network still gets what it is for (SSH, registry, files, the API server, the REST API's NodePort), but not Ironic",
     { timeout: 30_000 },
     async () => {
