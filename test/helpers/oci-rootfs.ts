@@ -8,6 +8,9 @@ import { closeSync, openSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
+import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
+import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
+import { runStages, stagesDir } from "../../builder/pipeline.js";
 import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
 
 export async function unpackImage(imagesDir: string, ref: string, target: string): Promise<BuiltImage> {
@@ -20,6 +23,19 @@ export async function unpackImage(imagesDir: string, ref: string, target: string
     await execa("tar", ["-xf", join(imagesDir, "oci/blobs/sha256", layer.digest.replace("sha256:", "")), "-C", target, "--no-same-owner"]);
   }
   return image;
+}
+
+/** Builds the default definition's images (cached stages, as `build` makes them) and unpacks `ref` at `target`. */
+export async function unpackBuiltImage(ref: string, target: string): Promise<BuiltImage> {
+  const content = await runStages({
+    definition: await loadDefinition(DEFAULT_DEFINITION),
+    lock: await loadLock(DEFAULT_LOCK),
+    lockPath: DEFAULT_LOCK,
+    stagesDir: stagesDir(),
+    sections: ["content"],
+    stopAfterImages: true,
+  });
+  return unpackImage(content.images!.dir, ref, target);
 }
 
 export interface InImageOptions {

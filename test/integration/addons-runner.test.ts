@@ -14,12 +14,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { loadDefinition, DEFAULT_DEFINITION } from "../../builder/definition.js";
-import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { runStages, stagesDir } from "../../builder/pipeline.js";
 import { checkChart, pushChart } from "../../bpa/rest/push-chart.js";
 import { RegistryClient } from "../../bpa/rest/registry.js";
-import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { inImage, unpackBuiltImage } from "../helpers/oci-rootfs.js";
 import { runnerIdentity } from "../helpers/runner-identity.js";
 import { startRegistryFront, type RegistryFront } from "../helpers/registry-front.js";
 
@@ -42,16 +39,8 @@ let recorded: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-addons-runner-"));
-  const content = await runStages({
-    definition: await loadDefinition(DEFAULT_DEFINITION),
-    lock: await loadLock(DEFAULT_LOCK),
-    lockPath: DEFAULT_LOCK,
-    stagesDir: stagesDir(),
-    sections: ["content"],
-    stopAfterImages: true,
-  });
   root = join(work, "runner-root");
-  await unpackImage(content.images!.dir, RUNNER, root);
+  await unpackBuiltImage(RUNNER, root);
   registry = await startRegistryFront();
 
   kc = new KubeConfig();

@@ -13,9 +13,6 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { runStages, stagesDir } from "../../builder/pipeline.js";
 import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
 import { PROVISIONING_API_VERSION, PROVISIONING_KIND } from "../../bpa/api/constants.js";
 import type { Provisioning } from "../../bpa/api/types.js";
@@ -29,7 +26,7 @@ import type { Operator } from "../../bpa/operator.js";
 import { REASON_NAMESPACE_NOT_PERMITTED } from "../../bpa/controller/reconcile.js";
 import { bmh } from "../fixtures/bpa/hosts.js";
 import { testConfig } from "../fixtures/bpa/config.js";
-import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { inImage, unpackBuiltImage } from "../helpers/oci-rootfs.js";
 import { applyRbac, applyRbacObject, bindOperatorTo, can, impersonating, serviceAccount, type Access } from "../helpers/rbac.js";
 import {
   applyCrds,
@@ -190,18 +187,10 @@ describe("the runner image as its pods run it: nobody, a read-only root, /tmp wr
   let root: string;
 
   beforeAll(async () => {
-    const content = await runStages({
-      definition: await loadDefinition(DEFAULT_DEFINITION),
-      lock: await loadLock(DEFAULT_LOCK),
-      lockPath: DEFAULT_LOCK,
-      stagesDir: stagesDir(),
-      sections: ["content"],
-      stopAfterImages: true,
-    });
     work = await mkdtemp(join(tmpdir(), "icn-runner-nobody-"));
     await chmod(work, 0o755); // nobody must reach the image's root and the play below
     root = join(work, "root");
-    await unpackImage(content.images!.dir, RUNNER, root);
+    await unpackBuiltImage(RUNNER, root);
     await mkdir(join(work, "play/chart/templates"), { recursive: true });
     await writeFile(
       join(work, "play/site.yml"),
