@@ -12,6 +12,10 @@
  * over --rest seconds after a quiet minute, the bytes containerd decompressed (layers
  * it pulled compressed), and the second boot (after a clean power-off, same disk) to the
  * ready marker.
+ *
+ * Each run's figures are kept for the machine it ran on (scripts/bench-record.ts); the next
+ * run on the same machine prints each figure beside the last one and, when one grew more
+ * than 1.5x, says so loudly and exits with status 3 (a report, not a test).
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -21,6 +25,7 @@ import { execa } from "execa";
 import { bootImage, type BootResult } from "../builder/boot/qemu.js";
 import { freePort } from "../builder/registry/server.js";
 import { withoutKubernetes, writeDefinition } from "../test/helpers/definition.js";
+import { GROWTH_LIMIT, compareFigures, machineKey, readRecord, recordPath, writeRecord } from "./bench-record.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -31,7 +36,7 @@ const { values: args } = parseArgs({
 });
 if (args.help) {
   console.log(
-    "usage: npm run bench:appliance [-- --rest SECONDS] [--keep]\n\nBoots the lean and the default appliance under QEMU (KVM when it works, else TCG) and prints\nboot, first-Job and CPU-at-rest figures side by side. --keep leaves the work directory.",
+    "usage: npm run bench:appliance [-- --rest SECONDS] [--keep]\n\nBoots the lean and the default appliance under QEMU (KVM when it works, else TCG) and prints\nboot, first-Job and CPU-at-rest figures side by side. --keep leaves the work directory.\nEach figure is compared with the last run on the same machine (kept under the cache\ndirectory, bench/); exit status 3 when one grew more than 1.5x.",
   );
   process.exit(0);
 }
@@ -258,6 +263,43 @@ try {
   console.log(`${"".padEnd(width)}  ${"default".padStart(10)}  ${"lean".padStart(10)}  ratio`);
   for (const [what, a, b, r] of rows) console.log(`${what.padEnd(width)}  ${a.padStart(10)}  ${b.padStart(10)}  ${r}`);
   console.log(`(host: ${(await execa("nproc")).stdout} cores, load ${(await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ")})`);
+
+  const figures: Record<string, number> = {
+    "first boot to the ready marker": full.vm.seconds,
+    "first boot to the ready marker, lean": lean.vm.seconds,
+    ...Object.fromEntries(full.steps.map(([step, s]) => [`first boot, step ${step}`, s])),
+    "second boot to the ready marker": fullSecond.vm.seconds,
+    "second boot to the ready marker, lean": leanSecond.vm.seconds,
+    ...Object.fromEntries(fullSecond.steps.map(([step, s]) => [`second boot, step ${step}`, s])),
+    "first runner pod Running after its Job": runner,
+    "CPU at rest (% of one CPU)": fullRest.total,
+  };
+  process.exitCode = await compareWithLastRun(figures, full.vm.accel);
 } finally {
   if (!args.keep) await rm(work, { recursive: true, force: true });
+}
+
+/** Prints each figure beside the last run's on this machine, records this run, and returns 3 when one grew too much. */
+async function compareWithLastRun(figures: Record<string, number>, accel: string): Promise<number> {
+  const machine = machineKey(accel);
+  const path = recordPath("appliance", machine.file);
+  const last = await readRecord(path);
+  const compared = compareFigures(figures, last?.figures);
+  await writeRecord(path, { machine: machine.description, at: new Date().toISOString(), figures });
+  if (!last) {
+    console.log(`\nFirst recorded run on this machine (${machine.description}): ${path}; the next run is compared with it.`);
+    return 0;
+  }
+  const width = Math.max(...compared.map((c) => c.name.length));
+  console.log(`\nAgainst the last run on this machine (${machine.description}, ${last.at}):`);
+  for (const c of compared) {
+    const before = c.last === undefined ? "(new)" : c.last.toFixed(1);
+    const growth = c.growth === undefined ? "" : `${c.growth.toFixed(2)}x`;
+    console.log(`${c.name.padEnd(width)}  ${c.now.toFixed(1).padStart(8)}  ${before.padStart(8)}  ${growth}${c.grewTooMuch ? "  <- GREW" : ""}`);
+  }
+  const grown = compared.filter((c) => c.grewTooMuch);
+  if (grown.length === 0) return 0;
+  console.log(`\nREGRESSION: ${grown.length} figure${grown.length === 1 ? "" : "s"} grew more than ${GROWTH_LIMIT}x against the last run on this machine:`);
+  for (const c of grown) console.log(`  ${c.name}: ${c.last!.toFixed(1)} -> ${c.now.toFixed(1)} (${c.growth!.toFixed(2)}x)`);
+  return 3;
 }
