@@ -51,7 +51,8 @@ export function newestPatch(version: string, available: string[]): string | unde
   const line = lineOf(version);
   let best: string | undefined;
   for (const candidate of available) {
-    if (parse(candidate).pre.length > 0 || !/^v?\d+(\.\d+)*$/.test(candidate.replace(/\+incompatible$/, ""))) continue;
+    // Releases only: "v1.2.3", "10.2.3"; not "v1.2.4-rc.1", "10.2.4rc1", "10.2.4.dev1".
+    if (!/^v?\d+(\.\d+)*$/.test(candidate.replace(/\+incompatible$/, ""))) continue;
     if (lineOf(candidate) !== line || compareVersions(candidate, version) <= 0) continue;
     if (!best || compareVersions(candidate, best) > 0) best = candidate;
   }
