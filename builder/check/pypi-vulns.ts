@@ -28,14 +28,31 @@ export async function pypiVulnFindings(pins: ComponentPin[], opts: AnswerOptions
   const result: PypiResult = { findings: [], cached: 0 };
   for (const pin of pins) {
     const name = pin.key.replace(/^pypi:/, "");
-    const got = await answer(`${opts.pypi}/${name}/${pin.version}/json`, opts);
+    const url = `${opts.pypi}/${name}/${pin.version}/json`;
+    let got = await answer(url, opts);
+    if (got && got.status !== 200) {
+      // Some PyPI mirrors answer only the project's JSON: it lists the vulnerabilities of the newest release, so it answers for a pin at that release.
+      const project = await answer(`${opts.pypi}/${name}/json`, opts);
+      const parsed = project?.status === 200 ? (JSON.parse(project.body) as { info?: { version?: string }; releases?: Record<string, unknown> }) : undefined;
+      if (parsed?.info?.version === pin.version) got = project;
+      else if (parsed?.releases && pin.version in parsed.releases) {
+        result.findings.push({
+          verdict: "unknown",
+          component: pin.component,
+          pin: pin.pin,
+          detail: `vulnerabilities not known: PyPI lists the release but answers HTTP ${got.status} at ${url} (this PyPI serves the vulnerabilities of the newest release, ${parsed.info?.version}, only)`,
+          move: `icn-bootstrap lock --check where ${url} answers (pypi.org does), or move the pin to ${parsed.info?.version}: ${pin.move(parsed.info?.version)}`,
+        });
+        continue;
+      }
+    }
     if (!got || got.status !== 200) {
       result.findings.push({
         verdict: "unknown",
         component: pin.component,
         pin: pin.pin,
         detail: got
-          ? `PyPI has no release ${name} ${pin.version} (HTTP ${got.status}): its vulnerabilities cannot be read`
+          ? `PyPI has no release ${name} ${pin.version} (HTTP ${got.status} at ${url}): its vulnerabilities cannot be read`
           : "vulnerabilities not known: PyPI was not reachable and this machine has no earlier answer",
         move: got ? pin.move() : "icn-bootstrap lock --check with the network (the answers are kept for --offline)",
       });

@@ -34,6 +34,12 @@ const ANSWERS: Record<string, object> = {
       "11.0.1": [{}],
     },
   },
+  // A mirror answering only the project's JSON: the vulnerabilities of its newest release.
+  "/pypi/mirrored/json": {
+    info: { name: "mirrored", version: "3.0.0" },
+    vulnerabilities: [{ id: "PYSEC-2099-3", aliases: ["CVE-2099-0003"], fixed_in: ["3.0.1"] }],
+    releases: { "2.9.0": [{}], "3.0.0": [{}] },
+  },
   "/pypi/calm/2.0.0/json": { info: { name: "calm", version: "2.0.0" }, vulnerabilities: [] },
   "/pypi/calm/json": { releases: { "1.9.0": [{}], "2.0.0": [{}], "2.1.0": [{}] } },
 };
@@ -124,6 +130,21 @@ describe("PyPI pins", () => {
     expect(JSON.parse(kept!.body).vulnerabilities).toEqual([]);
 
     const missing = await pypiVulnFindings([pin("ghost", "0.0.1")], { offline: false, dir, pypi });
-    expect(missing.findings).toMatchObject([{ verdict: "unknown", detail: "PyPI has no release ghost 0.0.1 (HTTP 404): its vulnerabilities cannot be read" }]);
+    expect(missing.findings).toMatchObject([
+      { verdict: "unknown", detail: `PyPI has no release ghost 0.0.1 (HTTP 404 at ${pypi}/ghost/0.0.1/json): its vulnerabilities cannot be read` },
+    ]);
+  });
+
+  it("a PyPI answering only the project's JSON: a pin at its newest release is read from it; an older one is unknown, saying why", async () => {
+    const dir = join(root, "e");
+    const result = await pypiVulnFindings([pin("mirrored", "3.0.0"), pin("mirrored", "2.9.0")], { offline: false, dir, pypi });
+    expect(result.findings).toMatchObject([
+      { verdict: "vulnerable", pin: "mirrored==3.0.0", detail: "PYSEC-2099-3 (CVE-2099-0003); fixed in 3.0.1", move: "pin mirrored==3.0.1" },
+      {
+        verdict: "unknown",
+        pin: "mirrored==2.9.0",
+        detail: `vulnerabilities not known: PyPI lists the release but answers HTTP 404 at ${pypi}/mirrored/2.9.0/json (this PyPI serves the vulnerabilities of the newest release, 3.0.0, only)`,
+      },
+    ]);
   });
 });
