@@ -31,21 +31,20 @@ const answersDir = (opts: AnswerOptions) => opts.dir ?? join(cacheRoot(), "answe
 /** The service's answer for a URL (file:// URLs are read, for local mirrors and tests); undefined when neither it nor the cache has one. */
 export async function answer(url: string, opts: AnswerOptions): Promise<Answer | undefined> {
   const file = join(answersDir(opts), `${sha256Text(url)}.json`);
-  if (!opts.offline) {
-    const fresh = await fetchAnswer(url);
-    if (fresh) {
-      await mkdir(answersDir(opts), { recursive: true });
-      const temp = tempSibling(file);
-      await writeFile(temp, JSON.stringify(fresh));
-      await rename(temp, file);
-      return { ...fresh, cached: false };
-    }
+  const fresh = opts.offline ? undefined : await fetchAnswer(url);
+  // Only a definite answer is kept: 200, or 404 (no such release). A refusal (403, 410, 5xx) is returned when nothing is kept.
+  if (fresh && (fresh.status === 200 || fresh.status === 404)) {
+    await mkdir(answersDir(opts), { recursive: true });
+    const temp = tempSibling(file);
+    await writeFile(temp, JSON.stringify(fresh));
+    await rename(temp, file);
+    return { ...fresh, cached: false };
   }
   try {
     const kept = JSON.parse(await readFile(file, "utf8")) as Omit<Answer, "cached">;
     return { ...kept, cached: true };
   } catch {
-    return undefined;
+    return fresh ? { ...fresh, cached: false } : undefined;
   }
 }
 
@@ -60,8 +59,6 @@ async function fetchAnswer(url: string): Promise<Omit<Answer, "cached"> | undefi
   }
   try {
     const response = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(30_000), headers: { accept: "application/json" } });
-    // Only a definite answer is kept: 200, or 404 (no such release). Anything else is "could not ask".
-    if (response.status !== 200 && response.status !== 404) return undefined;
     return { url, fetchedAt, status: response.status, body: response.status === 200 ? await response.text() : "" };
   } catch {
     return undefined;

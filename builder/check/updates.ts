@@ -19,6 +19,8 @@ export function escapeModulePath(module: string): string {
 
 export interface ReleaseList {
   versions?: string[];
+  /** The HTTP status of a refusal (no list). */
+  status?: number;
   fetchedAt?: string;
   cached?: boolean;
 }
@@ -28,13 +30,13 @@ export const PYPI_LIST = "PyPI's release list";
 
 export async function goModuleVersions(module: string, opts: AnswerOptions & { proxy: string }): Promise<ReleaseList> {
   const got = await answer(`${opts.proxy}/${escapeModulePath(module)}/@v/list`, opts);
-  if (!got || got.status !== 200) return { fetchedAt: got?.fetchedAt, cached: got?.cached };
+  if (!got || got.status !== 200) return { fetchedAt: got?.fetchedAt, cached: got?.cached, status: got?.status };
   return { versions: got.body.split("\n").filter(Boolean), fetchedAt: got.fetchedAt, cached: got.cached };
 }
 
 export async function pypiReleases(name: string, opts: AnswerOptions & { pypi: string }): Promise<ReleaseList> {
   const got = await answer(`${opts.pypi}/${name}/json`, opts);
-  if (!got || got.status !== 200) return { fetchedAt: got?.fetchedAt, cached: got?.cached };
+  if (!got || got.status !== 200) return { fetchedAt: got?.fetchedAt, cached: got?.cached, status: got?.status };
   const releases = (JSON.parse(got.body) as { releases?: Record<string, { yanked?: boolean }[]> }).releases ?? {};
   const versions = Object.entries(releases)
     .filter(([, files]) => files.length > 0 && files.some((f) => !f.yanked))
@@ -49,8 +51,12 @@ export function updateFinding(pin: ComponentPin, list: ReleaseList, source: stri
       verdict: "unknown",
       component: pin.component,
       pin: pin.pin,
-      detail: `newer releases not known: ${source} was not reachable and this machine has no earlier answer`,
-      move: "icn-bootstrap lock --check with the network (the answers are kept for --offline)",
+      detail: list.status
+        ? `newer releases not known: ${source} answered HTTP ${list.status}`
+        : `newer releases not known: ${source} was not reachable and this machine has no earlier answer`,
+      move: list.status
+        ? "the project's own release page (this service refuses the list)"
+        : "icn-bootstrap lock --check with the network (the answers are kept for --offline)",
     };
   const newer = newestPatch(pin.version, list.versions);
   if (!newer) return undefined;

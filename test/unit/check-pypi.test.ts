@@ -61,6 +61,7 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "icn-pypi-vulns-"));
   server = createServer((req, res) => {
     requests.push(req.url ?? "");
+    if (req.url?.includes("refused")) return void res.writeHead(403).end("This module version is not available.");
     const body = ANSWERS[req.url ?? ""];
     res.writeHead(body ? 200 : 404, { "content-type": "application/json" });
     res.end(body ? JSON.stringify(body) : '{"message": "Not Found"}');
@@ -133,6 +134,17 @@ describe("PyPI pins", () => {
     expect(missing.findings).toMatchObject([
       { verdict: "unknown", detail: `PyPI has no release ghost 0.0.1 (HTTP 404 at ${pypi}/ghost/0.0.1/json): its vulnerabilities cannot be read` },
     ]);
+  });
+
+  it("a list the service refuses (HTTP 403) is unknown, naming the status; it is not kept", async () => {
+    const dir = join(root, "f");
+    const list = await pypiReleases("refused", { offline: false, dir, pypi });
+    expect(list).toMatchObject({ status: 403, cached: false });
+    expect(updateFinding(pin("refused", "1.0.0"), list, PYPI_LIST)).toMatchObject({
+      verdict: "unknown",
+      detail: "newer releases not known: PyPI's release list answered HTTP 403",
+    });
+    expect(await answer(`${pypi}/refused/json`, { offline: true, dir })).toBeUndefined();
   });
 
   it("a PyPI answering only the project's JSON: a pin at its newest release is read from it; an older one is unknown, saying why", async () => {
