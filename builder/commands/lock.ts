@@ -59,12 +59,14 @@ does). Other pinned artifacts are kept.
                      PyPI: the image recipes' pins against the vulnerabilities PyPI's
                      JSON API lists for each release, and newer patch releases;
                      support: each pin's upstream support window (the definition's
-                     support:), warned about ${WARN_DAYS} days ahead, an error after it.
+                     support:), warned about ${WARN_DAYS} days ahead (a warning line,
+                     no exit bit), out of support after it.
                      Each line names the component, the pin and the command that moves
                      it. Answers fetched from PyPI and the proxy are kept in the cache
                      with their date and used when the network is not there.
                      Exit status: 0 when all is fine, else the sum of
-                       ${CHECK_EXIT.unknown}   unknown: some data was not available (offline, no cache)
+                       ${CHECK_EXIT.unknown}   unknown: some data was not available (offline and not
+                           cached, or a service refused it)
                        ${CHECK_EXIT.notIndexed}   Debian pins only in the pool or snapshot (builds still work)
                        ${CHECK_EXIT.securityUpdates}   updates waiting (security archive, newer patch releases)
                        ${CHECK_EXIT.cacheOnly}  Debian pins only in this machine's cache
