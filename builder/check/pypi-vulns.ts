@@ -41,7 +41,7 @@ export async function pypiVulnFindings(pins: ComponentPin[], opts: AnswerOptions
           component: pin.component,
           pin: pin.pin,
           detail: `vulnerabilities not known: PyPI lists the release but answers HTTP ${got.status} at ${url} (this PyPI serves the vulnerabilities of the newest release, ${parsed.info?.version}, only)`,
-          move: `icn-bootstrap lock --check where ${url} answers (pypi.org does), or move the pin to ${parsed.info?.version}: ${pin.move(parsed.info?.version)}`,
+          move: `icn-bootstrap lock --check where ${url} answers (pypi.org's JSON API does)`,
         });
         continue;
       }
