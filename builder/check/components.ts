@@ -12,7 +12,7 @@ import type { ComponentPin, Finding } from "./findings.js";
 import { goVulnFindings, indexReports, type GoTarget } from "./go-vulns.js";
 import { artifactPins, debianPins, definitionRecipes, goTargets, pypiPins } from "./pins.js";
 import { PYPI, pypiVulnFindings } from "./pypi-vulns.js";
-import { checkSupport } from "./support.js";
+import { checkSupport, WARN_DAYS } from "./support.js";
 import { goModuleVersions, goProxyBase, PROXY_LIST, PYPI_LIST, pypiReleases, updateFinding } from "./updates.js";
 import { pinnedGoVulndb, readGoVulndb, VULNDB_MODULE } from "./vulndb.js";
 
@@ -56,7 +56,7 @@ export async function checkComponents(opts: ComponentCheckOptions): Promise<Comp
   const support = checkSupport([...artifacts, ...pypi, ...debian], windows, opts.today);
   findings.push(...support.findings);
   lines.push(
-    `Support windows (the definition's support:, checked on ${opts.today}; warned ${60} days ahead): ${support.supported.length} pins within theirs` +
+    `Support windows (the definition's support:, checked on ${opts.today}; warned ${WARN_DAYS} days ahead): ${support.supported.length} pins within theirs` +
       (support.supported.length ? ` (${support.supported.map((s) => `${s.pin.component} to ${s.endOfLife}`).join(", ")})` : ""),
   );
   if (support.unrecorded.length)
