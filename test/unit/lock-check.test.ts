@@ -5,7 +5,7 @@
  * offline with no network at all, it completes and reports (whatever advisories are new).
  */
 import { execa } from "execa";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import yaml from "js-yaml";
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContentStore } from "../../builder/cache.js";
 import { CHECK_EXIT } from "../../builder/debian/check.js";
 import { VULNDB_MODULE } from "../../builder/check/vulndb.js";
+import { loadLock, saveLock } from "../../builder/lockfile.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { zipStored } from "../helpers/goproxy.js";
 
@@ -107,6 +108,17 @@ describe("icn-bootstrap lock --check", () => {
     // Offline with no kept answer: newer releases are unknown, never claimed absent.
     expect(cli.stdout).toMatch(/UNKNOWN: app \(example\.test\/app v1\.1\.0\), calm \(example\.test\/calm v2\.0\.0\): newer releases not known/);
     expect(cli.stdout).toContain("exit status 194: out of support, vulnerable, some data unknown");
+  });
+
+  it("the lock file keeps the pinned database through a load and save (as lock, lock --update and lock-images write it)", async () => {
+    const path = join(work, "toy.lock.yaml");
+    const lock = await loadLock(path);
+    expect(lock.advisories?.goVulndb).toMatchObject({ module: VULNDB_MODULE, version: DB_VERSION });
+    const copy = join(work, "copy.lock.yaml");
+    await saveLock(copy, lock);
+    expect((await loadLock(copy)).advisories).toEqual(lock.advisories);
+    await writeFile(copy, (await readFile(copy, "utf8")).replace(/sha256: [0-9a-f]{64}/, "sha256: nothex"));
+    await expect(loadLock(copy)).rejects.toThrow(/advisories\.goVulndb\.sha256: 64 lowercase hex digits/);
   });
 
   it("--help documents every exit bit", async () => {
