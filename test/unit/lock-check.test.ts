@@ -110,6 +110,17 @@ describe("icn-bootstrap lock --check", () => {
     expect(cli.stdout).toContain("exit status 194: out of support, vulnerable, some data unknown");
   });
 
+  it("offline without the pinned database in the cache: the Go pins are unknown, never fine", async () => {
+    const cli = await runCli(["lock", "--check", "--offline", "--definition", definitionPath], { ICN_BOOTSTRAP_CACHE: join(work, "empty-cache") });
+    expect(cli.exitCode, cli.all).toBe(CHECK_EXIT.unknown | CHECK_EXIT.outOfSupport);
+    expect(cli.stdout).toContain(`Go vulnerability database: ${VULNDB_MODULE} ${DB_VERSION}, reports up to 2026-10-01`);
+    expect(cli.stdout).toContain("not available (not in this machine's cache and --offline)");
+    expect(cli.stdout).toMatch(
+      /UNKNOWN: app \(example\.test\/app v1\.1\.0\), calm \(example\.test\/calm v2\.0\.0\), Go toolchain [^\n]*: vulnerabilities not known: the pinned Go vulnerability database is not available/,
+    );
+    expect(cli.stdout).not.toContain("VULNERABLE");
+  });
+
   it("the lock file keeps the pinned database through a load and save (as lock, lock --update and lock-images write it)", async () => {
     const path = join(work, "toy.lock.yaml");
     const lock = await loadLock(path);
