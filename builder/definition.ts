@@ -13,6 +13,30 @@ const DebianPackage = z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, "a Debian packa
 const Hostname = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, "a hostname label (lowercase letters, digits, '-')");
 const Cidr = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, "an IPv4 address with prefix, e.g. 10.0.0.2/24");
 const Ipv4 = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, "an IPv4 address");
+/** YAML reads an unquoted 2026-11-06 as a date: both forms are the day, written YYYY-MM-DD. */
+const Day = z.preprocess((v) => (v instanceof Date ? v.toISOString().slice(0, 10) : v), z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "a day written YYYY-MM-DD"));
+
+/**
+ * The upstream support window of one pinned component's release line, with where it was
+ * read: `lock --check` warns from 60 days before the end and reports the pin out of support
+ * after it. A window names its line (`series`), so a pin moved to another line is reported
+ * as having no window recorded until its own is added.
+ */
+export const SupportWindow = z
+  .object({
+    /** What is pinned: artifact:<lock entry>, debian:<package> or pypi:<package>. */
+    pin: z.string().regex(/^(artifact|debian|pypi):[A-Za-z0-9][A-Za-z0-9._+-]*$/, "artifact:<lock entry>, debian:<package> or pypi:<package>"),
+    /** The release line the window is for, as the start of the pinned version: "2.2" for containerd 2.2.x. */
+    series: z.string().regex(/^\d+(\.\d+)*$/, "a release line such as '2.2'"),
+    /** The day upstream support ends (or ended). */
+    endOfLife: Day,
+    /** Where the date comes from (a release policy page or file). */
+    source: z.string().url(),
+    /** Why the date is what it is, or why the pin stays. */
+    note: z.string().optional(),
+  })
+  .strict();
+export type SupportWindow = z.infer<typeof SupportWindow>;
 
 /** The appliance definition (`appliance.yaml`). Every object is strict: unknown keys are errors. */
 export const ApplianceDefinition = z
@@ -118,6 +142,8 @@ export const ApplianceDefinition = z
       })
       .strict()
       .default({}),
+    /** Upstream support windows of the pinned components (lock --check). */
+    support: z.array(SupportWindow).default([]),
     outputs: z
       .object({
         formats: z

@@ -4,6 +4,7 @@ import yaml from "js-yaml";
 import { z } from "zod";
 import { tempSibling } from "./cache.js";
 import { DebianSources, PinnedPackage } from "./debian/schema.js";
+import { AdvisoriesLock } from "./check/vulndb.js";
 import { UserError } from "./errors.js";
 import { ImagesLock } from "./images/lock.js";
 import { Artifacts } from "./sources/schema.js";
@@ -28,6 +29,8 @@ export const LockFile = z
     artifacts: Artifacts.default({}),
     /** Debian package sets inside the container images the project builds (builder/images). */
     images: ImagesLock.optional(),
+    /** The vulnerability data `lock --check` reads (builder/check/vulndb.ts); `lock --advisories` moves it. */
+    advisories: AdvisoriesLock.optional(),
   })
   .strict();
 

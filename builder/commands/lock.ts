@@ -14,15 +14,22 @@ import { log } from "../log.js";
 import { stagesDir } from "../pipeline.js";
 import { runStage } from "../stage.js";
 import { requestedPackages, rootfsStage } from "../stages/rootfs.js";
+import { ContentStore } from "../cache.js";
+import { checkComponents } from "../check/components.js";
+import { describeFindings, describeStatus, findingsExit } from "../check/findings.js";
+import { WARN_DAYS } from "../check/support.js";
+import { newestGoVulndb, VULNDB_MODULE } from "../check/vulndb.js";
+import { loadArtifacts } from "../sources/index.js";
 import type { Command } from "./command.js";
 import { osPackagesOf, printImageMoves, recordImageDigests } from "./lock-images.js";
 
 export const lockCommand: Command = {
   name: "lock",
-  summary: "pin every Debian package as a file (or --update some, or --check how old the pins are)",
+  summary: "pin every Debian package as a file (or --update some, or --check every pin: age, vulnerabilities, support)",
   usage: `usage: icn-bootstrap lock [--definition FILE] [--mirror URL] [--security-mirror URL] [--snapshot URL]
        icn-bootstrap lock --update [NAME...]
-       icn-bootstrap lock --check
+       icn-bootstrap lock --check [--offline]
+       icn-bootstrap lock --advisories
 
 Resolves every Debian package set of the definition (the root filesystem, the images'
 shared base and C toolchain, the compute nodes' OS images) against the archives' signed
@@ -40,14 +47,37 @@ does). Other pinned artifacts are kept.
                      newly listed in the definition is added to the root filesystem's
                      pins with the dependencies they lack; the changed
                      sets are installed once to prove they still fit together
-  --check            how old the pins are, without building: how many today's index
-                     still lists, how many only the pool, the snapshot archive or this
-                     machine's cache still has, how many are gone, and which pinned
-                     packages have a newer version in the security archive.
-                     Exit status: 0 when every pin is indexed and no security update
-                     waits, else the sum of ${CHECK_EXIT.notIndexed} (pins only in the pool or snapshot: builds
-                     still work), ${CHECK_EXIT.securityUpdates} (security updates available), ${CHECK_EXIT.cacheOnly} (pins only in this
-                     machine's cache), ${CHECK_EXIT.gone} (pins gone: builds fail); 1 on errors
+  --check            every pin checked, without building:
+                     Debian: how many pins today's index still lists, how many only
+                     the pool, the snapshot archive or this machine's cache still has,
+                     how many are gone, and which pinned packages have a newer version
+                     in the security archive (the container images' Debian sets too);
+                     Go: every module the Go artifacts build with, and the Go
+                     toolchain's standard library, against the pinned Go vulnerability
+                     database (advisories.goVulndb in the lock file), and newer patch
+                     releases of each Go artifact's line (the Go module proxy);
+                     PyPI: the image recipes' pins against the vulnerabilities PyPI's
+                     JSON API lists for each release, and newer patch releases;
+                     support: each pin's upstream support window (the definition's
+                     support:), warned about ${WARN_DAYS} days ahead (a warning line,
+                     no exit bit), out of support after it.
+                     Each line names the component, the pin and the command that moves
+                     it. Answers fetched from PyPI and the proxy are kept in the cache
+                     with their date and used when the network is not there.
+                     Exit status: 0 when all is fine, else the sum of
+                       ${CHECK_EXIT.unknown}   unknown: some data was not available (offline and not
+                           cached, or a service refused it)
+                       ${CHECK_EXIT.notIndexed}   Debian pins only in the pool or snapshot (builds still work)
+                       ${CHECK_EXIT.securityUpdates}   updates waiting (security archive, newer patch releases)
+                       ${CHECK_EXIT.cacheOnly}  Debian pins only in this machine's cache
+                       ${CHECK_EXIT.gone}  Debian pins gone (builds fail)
+                       ${CHECK_EXIT.vulnerable}  vulnerable: a pinned version has a known vulnerability
+                       ${CHECK_EXIT.outOfSupport} out of support: a pin's upstream support has ended
+                     1 when the check itself fails
+  --offline          with --check: no network; the caches only (the Debian indexes are
+                     not read: that part is unknown)
+  --advisories       re-pin the Go vulnerability database (golang.org/x/vulndb) to the
+                     newest version the Go module proxy serves; nothing else changes
 
 options:
   --definition FILE      appliance definition (default: appliance.yaml in the repository)
@@ -66,6 +96,8 @@ options:
         snapshot: { type: "string" },
         update: { type: "boolean" },
         check: { type: "boolean" },
+        offline: { type: "boolean" },
+        advisories: { type: "boolean" },
       },
       true,
     );
@@ -76,10 +108,14 @@ options:
       );
     if (values.check && (values.update || positionals.length > 0))
       throw new UserError("lock: --check does not go with --update", "run them one after the other");
+    if (values.advisories && (values.check || values.update || positionals.length > 0))
+      throw new UserError("lock: --advisories re-pins the vulnerability database only", "run it on its own, then 'icn-bootstrap lock --check'");
+    if (values.offline && !values.check) throw new UserError("lock: --offline goes with --check only", "icn-bootstrap lock --check --offline");
     const definitionPath = resolve(values.definition ?? DEFAULT_DEFINITION);
     const lockPath = lockPathFor(definitionPath);
     const definition = await loadDefinition(definitionPath);
-    if (values.check) return checkCommand(lockPath);
+    if (values.advisories) return pinAdvisories(lockPath);
+    if (values.check) return checkCommand(lockPath, definition, values.offline ?? false);
     await requireTools(["mmdebstrap", "apt-ftparchive", "gpgv"]);
     if (positionals.length > 0) return updateNamed(definition, lockPath, [...new Set(positionals)]);
     return resolveAll(definition, lockPath, { mirror: values.mirror, securityMirror: values["security-mirror"], snapshot: values.snapshot });
@@ -94,7 +130,12 @@ async function resolveAll(
   const previous = await loadPreviousLock(lockPath);
   const resolution = await readArchives(sourcesFor(definition, previous, opts));
   const debian = await resolveRootfs(definition, resolution, stagesDir());
-  let lock: LockFile = { version: LOCK_VERSION, debian, artifacts: previous?.artifacts ?? {} };
+  let lock: LockFile = {
+    version: LOCK_VERSION,
+    debian,
+    artifacts: previous?.artifacts ?? {},
+    ...(previous?.lock?.advisories ? { advisories: previous.lock.advisories } : {}),
+  };
   const images = await resolveImageSets(definition, lock, lockPath, resolution, stagesDir());
   // What was pinned before: files (this format) or versions only (the old one), for the old -> new listing.
   const pinned = previous?.lock;
@@ -192,11 +233,43 @@ async function updateNamed(definition: ApplianceDefinition, lockPath: string, na
   console.log(`${lockPath}: ${moved.length} pin${moved.length === 1 ? "" : "s"} changed`);
 }
 
-async function checkCommand(lockPath: string): Promise<number> {
+async function checkCommand(lockPath: string, definition: ApplianceDefinition, offline: boolean): Promise<number> {
   const lock = await loadLock(lockPath);
-  await requireTools(["gpgv"]);
-  const indexes = await readIndexes(lock.debian.archives, lock.debian);
-  const age = await checkLock(lock, indexes);
-  for (const line of describeAge(age)) console.log(line);
-  return exitStatus(age);
+  let status = 0;
+  console.log("Debian packages (the root filesystem and the container images' sets):");
+  if (offline) {
+    console.log("  not checked: --offline, and the security archive's index is read from the network");
+    status |= CHECK_EXIT.unknown;
+  } else {
+    await requireTools(["gpgv"]);
+    const indexes = await readIndexes(lock.debian.archives, lock.debian);
+    const age = await checkLock(lock, indexes);
+    for (const line of describeAge(age)) console.log(line ? `  ${line}` : line);
+    status |= exitStatus(age);
+  }
+  const { baseDir } = await loadArtifacts(lockPath);
+  const today = new Date().toISOString().slice(0, 10);
+  const components = await checkComponents({ lock, baseDir, definition, offline, today });
+  console.log("");
+  for (const line of components.lines) console.log(line);
+  console.log("");
+  const lines = describeFindings(components.findings);
+  for (const line of lines) console.log(line);
+  status |= findingsExit(components.findings);
+  console.log(lines.length === 0 ? "every component: fine" : "");
+  console.log(`exit status ${status}: ${describeStatus(status)}`);
+  return status;
+}
+
+async function pinAdvisories(lockPath: string): Promise<void> {
+  const lock = await loadLock(lockPath);
+  const before = lock.advisories?.goVulndb;
+  const pin = await newestGoVulndb(new ContentStore());
+  if (before?.sha256 === pin.sha256) {
+    console.log(`${VULNDB_MODULE}: already pinned at ${pin.version} (${pin.time}), the newest the proxy serves`);
+    return;
+  }
+  await saveLock(lockPath, { ...lock, advisories: { ...lock.advisories, goVulndb: pin } });
+  console.log(`${VULNDB_MODULE}: ${before ? `${before.version} -> ` : ""}${pin.version} (reports up to ${pin.time})`);
+  console.log(`${lockPath}: written`);
 }

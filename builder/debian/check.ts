@@ -21,8 +21,23 @@ export interface LockAge {
   securityUpdates: { name: string; from: string; to: string }[];
 }
 
-/** Exit status bits of `lock --check` (0: every pin indexed, no security update waiting). */
-export const CHECK_EXIT = { notIndexed: 4, securityUpdates: 8, cacheOnly: 16, gone: 32 } as const;
+/**
+ * Exit status bits of `lock --check` (0: every pin indexed, no update waiting, no known
+ * vulnerability, every component in support; 1: the check itself failed).
+ */
+export const CHECK_EXIT = {
+  /** Some advisory data was not available (offline without a cache): nothing is claimed fine that was not checked. */
+  unknown: 2,
+  notIndexed: 4,
+  /** Updates waiting: newer versions in the security archive, or newer patch releases of a pinned line. */
+  securityUpdates: 8,
+  cacheOnly: 16,
+  gone: 32,
+  /** A pinned version has a known vulnerability. */
+  vulnerable: 64,
+  /** A pinned component's upstream support window has ended. */
+  outOfSupport: 128,
+} as const;
 
 export async function checkLock(lock: LockFile, indexes: SuiteIndex[], store = new ContentStore()): Promise<LockAge> {
   const byFile = new Map<string, { name: string; pin: PinnedPackage; sets: string[] }>();

@@ -66,8 +66,9 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
 }
 
 /** The definition without what does not change the root filesystem's content. */
+/** What templates may use: not the output formats, nor the support windows (lock --check's policy, not image content). */
 function templateValues(definition: ApplianceDefinition) {
-  const { outputs: _outputs, ...values } = definition;
+  const { outputs: _outputs, support: _support, ...values } = definition;
   return values;
 }
 
