@@ -119,7 +119,7 @@ export async function pinnedGoVulndb(pin: GoVulndbPin, opts: GoEnvOptions & { of
 
 /** Every report of the database's data/osv/ (withdrawn ones left out). */
 export async function readGoVulndb(zipPath: string): Promise<OsvReport[]> {
-  const files = readZipEntries(await readFile(zipPath), (name) => /\/data\/osv\/GO-[^/]+\.json$/.test(name), zipPath);
+  const files = await readZipEntries(zipPath, /\/data\/osv\/GO-[^/]+\.json$/, zipPath);
   if (files.size === 0)
     throw new UserError(
       `${zipPath}: no data/osv/GO-*.json reports in the Go vulnerability database's zip`,

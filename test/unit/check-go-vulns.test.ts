@@ -3,7 +3,7 @@
  * with data/osv/ reports, served by a file-system Go module proxy to the real go command),
  * pinned, stored, read back offline, and matched against toy module versions.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -70,6 +70,12 @@ describe("the pinned Go vulnerability database", () => {
     expect(zip).toBe(store.pathOf(pinned.sha256));
     const ids = (await readGoVulndb(zip!)).map((r) => r.id).sort();
     expect(ids).toEqual(["GO-2099-0001", "GO-2099-0002", "GO-2099-0004"]);
+  });
+
+  it("a damaged database is an error naming the file and the fix", async () => {
+    const damaged = join(root, "damaged.zip");
+    await writeFile(damaged, "PK not really a zip");
+    await expect(readGoVulndb(damaged)).rejects.toThrow(/damaged\.zip: not a readable zip archive.*/);
   });
 
   it("offline without it in the cache: nothing (the check says unknown); online: downloads and verifies it against the pin", async () => {
