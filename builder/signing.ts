@@ -5,7 +5,8 @@
  * beside the outputs (common/signature.ts has the format and the check).
  */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { readFile, rm } from "node:fs/promises";
+import { readFile, realpath, rm } from "node:fs/promises";
+import { relative, resolve, sep } from "node:path";
 import { assertP256, bundlePathFor, keyHint, writeSignature } from "../common/signature.js";
 import { UserError } from "./errors.js";
 
@@ -87,6 +88,26 @@ export async function loadSigningKey(opts: SigningKeyOptions): Promise<SigningKe
   }
   assertP256(privateKey, path);
   return { privateKey, hint: keyHint(createPublicKey(privateKey)), source: path };
+}
+
+/** The repository: a key inside it is one `git add` away from being committed. */
+export const REPOSITORY = resolve(import.meta.dirname, "..");
+
+/**
+ * The private key must stay the operator's: refused inside the repository, or inside a
+ * directory whose files go into the image (the definition's overlays).
+ */
+export async function assertKeyOutside(key: SigningKey, dirs: { dir: string; what: string }[]): Promise<void> {
+  const path = await realpath(key.source);
+  for (const { dir, what } of dirs) {
+    const real = await realpath(dir).catch(() => resolve(dir));
+    const rel = relative(real, path);
+    if (rel && !rel.startsWith(`..${sep}`) && rel !== ".." && !rel.startsWith(sep))
+      throw new UserError(
+        `the signing key ${key.source} is inside ${what} (${real}): ${what === "the repository" ? "it could be committed" : "it would be copied into the image"}`,
+        "keep the private key outside the repository and the overlays (e.g. in your home directory or on a removable disk), and give its path with --sign-key",
+      );
+  }
 }
 
 /** A file the build wrote, with the sha256 it computed while writing it (checked again as it is signed). */

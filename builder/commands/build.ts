@@ -1,4 +1,4 @@
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { parseCommandArgs } from "../args.js";
 import { DEFAULT_DEFINITION, loadDefinition, OUTPUT_FORMATS, type OutputFormat } from "../definition.js";
 import { UserError } from "../errors.js";
@@ -6,7 +6,7 @@ import { loadLock, lockPathFor } from "../lockfile.js";
 import { formatSeconds, log } from "../log.js";
 import { build } from "../pipeline.js";
 import { summary, writeReport } from "../report.js";
-import { loadSigningKey, PASSPHRASE_ENV, PASSPHRASE_FILE_ENV, SIGN_KEY_ENV, signOutputs } from "../signing.js";
+import { assertKeyOutside, loadSigningKey, PASSPHRASE_ENV, REPOSITORY, PASSPHRASE_FILE_ENV, SIGN_KEY_ENV, signOutputs } from "../signing.js";
 import type { Command } from "./command.js";
 
 export const buildCommand: Command = {
@@ -58,6 +58,11 @@ DIR/infra-local-controller-<version>.tgz (the components' Helm chart, docs/devel
     const definition = await loadDefinition(definitionPath);
     // Before the build: a wrong key path or passphrase fails now, not after an hour.
     const signingKey = await loadSigningKey({ keyPath: values["sign-key"], passphraseFile: values["sign-key-passphrase-file"] });
+    if (signingKey)
+      await assertKeyOutside(signingKey, [
+        { dir: REPOSITORY, what: "the repository" },
+        ...definition.overlays.map((overlay) => ({ dir: resolve(dirname(definitionPath), overlay), what: `the overlay ${overlay}` })),
+      ]);
     const lockPath = lockPathFor(definitionPath);
     const lock = await loadLock(lockPath);
     const formats = values.format ? parseFormats(values.format) : definition.outputs.formats;

@@ -12,7 +12,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BUNDLE_MEDIA_TYPE, bundlePathFor, loadPublicKeys, verifySignature, writeSignature, type TrustedKey } from "../../common/signature.js";
 import { UserError } from "../../common/errors.js";
-import { loadSigningKey, signOutputs, type SigningKey } from "../../builder/signing.js";
+import { assertKeyOutside, loadSigningKey, REPOSITORY, signOutputs, type SigningKey } from "../../builder/signing.js";
 import { verifySignatures } from "../../builder/verify/signatures.js";
 
 let work: string;
@@ -206,6 +206,23 @@ describe("the signing key", () => {
     const cosign = await userError(load("cosign.key"));
     expect(cosign.message).toContain("is a cosign key");
     expect(cosign.hint).toContain("cosign import-key-pair --key sign.key");
+  });
+});
+
+describe("where the signing key may be", () => {
+  it("is refused inside the repository (it could be committed) and inside an overlay (it would be in the image)", async () => {
+    const overlay = await mkdtemp(join(work, "overlay-"));
+    await writeFile(join(overlay, "sign.key"), await readFile(join(work, "sign.key")));
+    const inOverlay = (await loadSigningKey({ keyPath: join(overlay, "sign.key"), env: {} }))!;
+    await expect(assertKeyOutside(inOverlay, [{ dir: overlay, what: "the overlay site" }])).rejects.toThrow(/inside the overlay site .*copied into the image/);
+    const inRepository = { ...signing, source: join(REPOSITORY, "package.json") };
+    await expect(assertKeyOutside(inRepository, [{ dir: REPOSITORY, what: "the repository" }])).rejects.toThrow(/inside the repository .*could be committed/);
+    await expect(
+      assertKeyOutside(signing, [
+        { dir: REPOSITORY, what: "the repository" },
+        { dir: overlay, what: "the overlay site" },
+      ]),
+    ).resolves.toBeUndefined();
   });
 });
 
