@@ -61,7 +61,7 @@ Exit status: 0 when every check passes, 1 when one fails (each difference is nam
         checks.push(check);
         print(check);
       }
-    } else console.log("  (no --key: signatures not checked)");
+    } else console.log("  (signatures not checked: give the signing key's public key with --key PUB.pem)");
     for (const check of await verifyImage(image, reportPath)) {
       checks.push(check);
       print(check);
