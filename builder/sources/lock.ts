@@ -6,6 +6,7 @@ import { UserError } from "../errors.js";
 import { OFFLINE_GROUPS } from "../kubespray/components.js";
 import { ADDON_GROUPS } from "../addons/components.js";
 import { METAL3_GROUPS } from "../metal3/components.js";
+import { TOOL_GROUPS } from "./tool-groups.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
 import { classifyGoFailure, compareGoVersions, goDirective, runGo, runGoRaw } from "./go.js";
@@ -237,7 +238,13 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
     const pinned = (existing.kubernetes as { version?: string } | undefined)?.version;
     const version = opts.kubernetes ?? pinned;
     if (!version) throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "pass one: 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
-    groups = [...(await kubernetesGroups(version, opts, { etcd: opts.etcd, coredns: opts.coredns })), ...OFFLINE_GROUPS, ...METAL3_GROUPS, ...ADDON_GROUPS];
+    groups = [
+      ...(await kubernetesGroups(version, opts, { etcd: opts.etcd, coredns: opts.coredns })),
+      ...OFFLINE_GROUPS,
+      ...METAL3_GROUPS,
+      ...ADDON_GROUPS,
+      ...TOOL_GROUPS,
+    ];
   }
   const baseDir = dirname(lockPath);
   const artifacts: Record<string, ArtifactEntry> = {};

@@ -5,6 +5,8 @@
  * host runs it (umask 077, another time zone and locale, a private TMPDIR), give the same
  * USB image, qcow2, SBOM and contents manifest. Then `verify` on the result: the images
  * pass, a changed byte in a root filesystem file or in a registry blob fails, named.
+ * The second build signs its outputs (--sign-key, a key made here with openssl); `verify
+ * --key` checks those signatures too.
  */
 import { Spec, Validation } from "@cyclonedx/cyclonedx-library";
 import { createHash } from "node:crypto";
@@ -109,12 +111,17 @@ describe("reproducible build", () => {
   let first: CliResult;
   let second: CliResult;
   let secondSeconds = 0;
+  /** The second build's signing key and its public key, outside the repository. */
+  let keys: string;
   /** The first build's outputs by sha256: its images are removed once hashed (disk: 4 GB each). */
   const firstDigests = new Map<string, string>();
 
   beforeAll(async () => {
     outs.push(await mkdtemp(join(tmpdir(), "icn-repro-a-")), await mkdtemp(join(tmpdir(), "icn-repro-b-")));
     stagesB = await mkdtemp(join(tmpdir(), "icn-repro-stages-"));
+    keys = await mkdtemp(join(tmpdir(), "icn-repro-keys-"));
+    await execa("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", join(keys, "sign.key")]);
+    await execa("openssl", ["pkey", "-in", join(keys, "sign.key"), "-pubout", "-out", join(keys, "sign.pub")]);
     // Both at once when the disk allows: the second has no stage to wait for, and takes the
     // CPU the first leaves idle in its single-threaded stages (on a cold machine every other
     // image test waits for the first). Go binaries and downloads are shared: one build makes
@@ -136,7 +143,7 @@ describe("reproducible build", () => {
     };
     let started = Date.now();
     const buildSecond = () =>
-      runCliHardened(["build", "--out", outs[1]!], { ICN_BOOTSTRAP_STAGE_CACHE: stagesB }).finally(() => {
+      runCliHardened(["build", "--out", outs[1]!, "--sign-key", join(keys, "sign.key")], { ICN_BOOTSTRAP_STAGE_CACHE: stagesB }).finally(() => {
         secondSeconds = (Date.now() - started) / 1000;
       });
     if (together) [first, second] = await Promise.all([buildFirst(), buildSecond()]);
@@ -155,12 +162,14 @@ describe("reproducible build", () => {
   afterAll(async () => {
     // Only this test's own directories: the shared cache is never touched. ICN_KEEP_TEST_TMP=1 keeps them to compare.
     if (process.env.ICN_KEEP_TEST_TMP === "1") return console.log(`kept: ${[...outs, stagesB].join(" ")}`);
-    for (const dir of [...outs, stagesB]) if (dir) await rm(dir, { recursive: true, force: true });
+    for (const dir of [...outs, stagesB, keys]) if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it("both builds succeed; the second reuses no stage output", async () => {
     expect(first.exitCode, first.all).toBe(0);
     expect(second.exitCode, second.all).toBe(0);
+    expect(first.stdout).toMatch(/^unsigned: no --sign-key/m);
+    expect(second.stdout).toMatch(/^signed 4 files with /m);
     const report = JSON.parse(await readFile(join(outs[1]!, `${NAME}.report.json`), "utf8"));
     expect(report.stages.filter((s: { reused: boolean }) => s.reused)).toEqual([]);
   });
@@ -313,16 +322,17 @@ describe("reproducible build", () => {
     );
   });
 
-  it("verify passes the USB image and the qcow2 as built", { timeout: VERIFY_TIMEOUT }, async () => {
+  it("verify passes the USB image and the qcow2 as built, and their signatures with the build's key", { timeout: VERIFY_TIMEOUT }, async () => {
     for (const file of [`${NAME}.img`, `${NAME}.qcow2`]) {
       const started = Date.now();
-      const result = await runCli(["verify", join(outs[1]!, file)]);
+      const result = await runCli(["verify", join(outs[1]!, file), "--key", join(keys, "sign.pub")]);
       console.log(`verify ${file} (${((Date.now() - started) / 1000).toFixed(0)} s):\n${result.stdout}`);
       expect(result.exitCode, result.all).toBe(0);
       expect(result.stdout).toMatch(/ok\s+partition table/);
       expect(result.stdout).toMatch(/ok\s+root filesystem/);
       expect(result.stdout).toMatch(/ok\s+registry/);
       expect(result.stdout).toMatch(/ok\s+SBOM/);
+      for (const check of ["report", "image", "SBOM"]) expect(result.stdout).toMatch(new RegExp(`ok\\s+${check} signature: \\S+ signature \\S+ verified with`));
       expect(result.stdout).toMatch(/verify: all \d+ checks passed/);
     }
   });
