@@ -5,12 +5,15 @@
  * and the record of an upload that the server answers with.
  */
 
-export const KINDS = ["file", "container-image", "os-image", "chart"] as const;
+export const KINDS = ["file", "container-image", "os-image", "chart", "appliance-image"] as const;
 export type Kind = (typeof KINDS)[number];
 
 export interface UploadRequest {
   kind: Kind;
-  /** file: a relative path; os-image: a file name; container-image: repository[:tag]; chart: repository[:version], its last segment the chart's name. */
+  /**
+   * file: a relative path; os-image: a file name; container-image: repository[:tag]; chart: repository[:version], its last segment the chart's name;
+   * appliance-image: a relative path ending like one of the build's outputs (APPLIANCE_IMAGE_SUFFIXES), e.g. 2026.12/icn-bootstrap.img.
+   */
   name: string;
   /** 64 lowercase hex digits: the sha256 of the bytes the client sends. */
   sha256: string;
@@ -32,11 +35,11 @@ export interface UploadRecord {
   user?: string;
   created?: string;
   finished?: string;
-  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz */
+  /** file and os-image: the path on the file server (port 8080), e.g. /uploads/tools/helm.tar.gz (an appliance-image is not served: none) */
   path?: string;
   /** file and os-image: path + the file server's address as the caller reaches the appliance; container-image: the pull reference by digest; chart: oci://host/repository (with version: what spec.addons names). */
   url?: string;
-  /** container-image and chart: the manifest digest in the registry; file/os-image: sha256:<hex> of the file. */
+  /** container-image and chart: the manifest digest in the registry; file, os-image and appliance-image: sha256:<hex> of the file. */
   digest?: string;
   /** chart: the chart's version (its tag in the registry). */
   version?: string;
@@ -52,6 +55,13 @@ export interface UploadRecord {
   /** Bytes this server process received for the upload: more than size means bytes were sent twice. */
   bytesReceived?: number;
 }
+
+/**
+ * What an appliance-image upload may be: the build's outputs that an upgrade reads (the USB
+ * image or the qcow2, the build report, their signatures, the SBOM). Kept apart from
+ * everything the file server serves, and uploaded only by an administrator's binding.
+ */
+export const APPLIANCE_IMAGE_SUFFIXES = [".img", ".qcow2", ".report.json", ".cdx.json", ".sigstore.json"] as const;
 
 const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$/;
 const REPOSITORY = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/;
@@ -77,12 +87,25 @@ export function parseImageName(name: string): { repository: string; tag: string 
   return { repository: name, tag: "latest" };
 }
 
+function relativePathProblem(name: string, example: string): string | undefined {
+  if (name.length > 1024 || !name.split("/").every((s) => SEGMENT.test(s))) {
+    return `name "${name}" is not a relative file path: use segments of letters, digits and . _ + - separated by /, none starting with a dot (e.g. ${example})`;
+  }
+  return undefined;
+}
+
 function nameProblem(kind: Kind, name: string): string | undefined {
+  if (kind === "appliance-image") {
+    const problem = relativePathProblem(name, "2026.12/icn-bootstrap.img");
+    if (problem) return problem;
+    if (!APPLIANCE_IMAGE_SUFFIXES.some((suffix) => name.endsWith(suffix)))
+      return `name "${name}" is not one of the build's outputs an upgrade reads: end it in ${APPLIANCE_IMAGE_SUFFIXES.join(", ")} (e.g. 2026.12/icn-bootstrap.img, 2026.12/icn-bootstrap.img.sigstore.json)`;
+    return undefined;
+  }
   if (kind === "file") {
     const segments = name.split("/");
-    if (name.length > 1024 || !segments.every((s) => SEGMENT.test(s))) {
-      return `name "${name}" is not a relative file path: use segments of letters, digits and . _ + - separated by /, none starting with a dot (e.g. kubespray/v2.31.0/calicoctl)`;
-    }
+    const problem = relativePathProblem(name, "kubespray/v2.31.0/calicoctl");
+    if (problem) return problem;
     if (name.endsWith(".sha256")) return `name "${name}" ends like a checksum file: those are written by the server`;
     // A directory x.sha256/ would stand where a file x's checksum goes (publishing x would then fail half-way).
     const checksumDir = segments.slice(0, -1).find((s) => s.endsWith(".sha256"));

@@ -10,6 +10,8 @@
  * API's namespace (no such object exists; RBAC authorises names, not objects), and `list`
  * on `provisionings` for the install status. `update` on `uploads` is the right to replace
  * what another user published (no ready-made role grants it: an administrator does, on purpose).
+ * `create` on `applianceimages` is the right to upload what an upgrade of the appliance
+ * reads (bpa-api-appliance-admin): what the appliance itself runs is an administrator's.
  */
 import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { BPA_GROUP } from "../api/constants.js";
@@ -34,6 +36,8 @@ export interface Permission {
 export const UPLOAD: Permission = { verb: "create", resource: "uploads" };
 export const LIST_UPLOADS: Permission = { verb: "list", resource: "uploads" };
 export const REPLACE_OTHERS_UPLOADS: Permission = { verb: "update", resource: "uploads" };
+/** Uploading an appliance image for an upgrade: only the ClusterRole bpa-api-appliance-admin grants it, never bpa-api-uploader. */
+export const UPLOAD_APPLIANCE_IMAGES: Permission = { verb: "create", resource: "applianceimages" };
 export const LIST_PROVISIONINGS: Permission = { verb: "list", resource: "provisionings", clusterWide: true };
 export const LIST_HOSTS: Permission = { verb: "list", resource: "baremetalhosts", group: "metal3.io", clusterWide: true };
 
@@ -95,7 +99,7 @@ export class Authenticator {
         `${caller.username} may not ${permission.verb} ${permission.resource}.${permission.group ?? BPA_GROUP} ${where}: bind a role that grants it, e.g. ` +
           (permission.clusterWide
             ? `kubectl create clusterrolebinding NAME --clusterrole=bpa-api-viewer --user=${caller.username}`
-            : `kubectl -n ${this.namespace} create rolebinding NAME --clusterrole=${permission.verb === "create" ? "bpa-api-uploader" : "bpa-api-viewer"} --user=${caller.username}`),
+            : `kubectl -n ${this.namespace} create rolebinding NAME --clusterrole=${roleGranting(permission)} --user=${caller.username}`),
       );
     }
   }
@@ -122,4 +126,10 @@ export class Authenticator {
     });
     return review.status?.allowed === true;
   }
+}
+
+/** The ready-made ClusterRole (manifests/bpa/api.yaml) that grants a namespaced permission. */
+function roleGranting(permission: Permission): string {
+  if (permission.resource === UPLOAD_APPLIANCE_IMAGES.resource) return "bpa-api-appliance-admin";
+  return permission.verb === "create" ? "bpa-api-uploader" : "bpa-api-viewer";
 }

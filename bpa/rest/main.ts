@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { errorMessage, loadKubeConfig, makeClients, type Clients } from "../runtime/kube.js";
 import { makeLogger, type Logger } from "../runtime/log.js";
-import { Authenticator, REPLACE_OTHERS_UPLOADS } from "./auth.js";
+import { Authenticator, REPLACE_OTHERS_UPLOADS, UPLOAD_APPLIANCE_IMAGES } from "./auth.js";
 import { loadApiConfig, type ApiConfig } from "./config.js";
 import { RegistryClient } from "./registry.js";
 import { ApiServer, UPLOADS_PATH } from "./server.js";
@@ -83,6 +83,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
     clients,
     namespace: config.namespace,
     mayReplaceOthers: (caller) => auth.allowed(caller, REPLACE_OTHERS_UPLOADS),
+    authorizeApplianceImages: (caller) => auth.authorize(caller, UPLOAD_APPLIANCE_IMAGES),
     log,
   });
   await uploads.start();

@@ -6,7 +6,8 @@
  * hold tags no upload of this API made (shipped with the appliance).
  *
  * Names, as the file server and the registry see them: files and OS images by path (two
- * trees), container images and charts by repository:tag in the one registry they share.
+ * trees), appliance images by path in a tree of their own that nothing serves, container
+ * images and charts by repository:tag in the one registry they share.
  */
 import { ADDONS_CATALOG_CONFIGMAP, ADDONS_CATALOG_KEY, readAddonsCatalog, type CatalogAddon } from "../../common/addons-catalog.js";
 import { chartVersionTag } from "../../common/helm-chart.js";
@@ -20,7 +21,7 @@ export interface PublishedName {
   kind: Kind;
   /** As the upload named it. */
   name: string;
-  /** file:<path>, os-image:<file> or registry:<repository>:<tag>; without a tag (a chart named without its version) until the chart is read. */
+  /** file:<path>, os-image:<file>, appliance-image:<path> or registry:<repository>:<tag>; without a tag (a chart named without its version) until the chart is read. */
   key: string;
   repository?: string;
   tag?: string;
@@ -33,7 +34,7 @@ const PROCESSING: readonly string[] = ["verifying", "publishing"];
 
 /** The published name of an upload of `kind` named `name`; a chart's `version` (when read) gives its tag. */
 export function publishedName(kind: Kind, name: string, version?: string): PublishedName {
-  if (kind === "file" || kind === "os-image") return { kind, name, key: `${kind}:${name}` };
+  if (kind === "file" || kind === "os-image" || kind === "appliance-image") return { kind, name, key: `${kind}:${name}` };
   const { repository, tag } = parseImageName(name);
   const known = kind === "chart" && !name.includes(":") ? (version ? chartVersionTag(version) : undefined) : tag;
   return { kind, name, key: `registry:${repository}:${known ?? "?"}`, repository, ...(known ? { tag: known } : {}) };

@@ -3,7 +3,8 @@
  * store into published/ (one file system), so the final name only ever holds complete,
  * verified bytes. Files go to uploads/<name> with <name>.sha256; OS images to
  * os-images/<name> with <name>.sha256sum, their checksum (what a BareMetalHost's
- * spec.image.checksum takes) and their format read from the first bytes.
+ * spec.image.checksum takes) and their format read from the first bytes. Appliance images
+ * go to the store's appliance-images/<name> with <name>.sha256, outside what is served.
  */
 import { randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
@@ -68,6 +69,11 @@ async function placePair(source: string, target: string, checksumTarget: string,
 }
 
 async function place(store: Store, record: UploadRecord, source: string): Promise<Partial<UploadRecord>> {
+  if (record.kind === "appliance-image") {
+    const target = join(store.applianceImages, record.name);
+    await placePair(source, target, `${target}.sha256`, `${record.sha256}  ${record.name.split("/").pop()}\n`);
+    return { digest: `sha256:${record.sha256}` };
+  }
   if (record.kind === "file") {
     const target = join(store.published, "uploads", record.name);
     await placePair(source, target, `${target}.sha256`, `${record.sha256}  ${record.name.split("/").pop()}\n`);

@@ -6,6 +6,8 @@
  *   work/<id>/           a container image archive unpacked for its push
  *   published/uploads/   files, served by the file server at /uploads/
  *   published/os-images/ OS images and their .sha256sum files, served at /os-images/
+ *   appliance-images/    what an upgrade of the appliance reads (images, reports, their
+ *                        signatures), with .sha256 files; never served
  *   records/<id>.json    the outcome of every finished upload (published, rejected, failed)
  *
  * All on one file system, so that publishing is a rename: a file appears under its final
@@ -22,16 +24,18 @@ export class Store {
   readonly work: string;
   readonly published: string;
   readonly records: string;
+  readonly applianceImages: string;
 
   constructor(readonly root: string) {
     this.incoming = join(root, "incoming");
     this.work = join(root, "work");
     this.published = join(root, "published");
     this.records = join(root, "records");
+    this.applianceImages = join(root, "appliance-images");
   }
 
   async init(): Promise<void> {
-    for (const dir of [this.incoming, this.work, join(this.published, "uploads"), join(this.published, "os-images"), this.records]) {
+    for (const dir of [this.incoming, this.work, join(this.published, "uploads"), join(this.published, "os-images"), this.records, this.applianceImages]) {
       await mkdir(dir, { recursive: true, mode: 0o755 }).catch((error: NodeJS.ErrnoException) => {
         throw new Error(
           `cannot use the upload store ${this.root} (${error.code ?? error.message}) as uid ${process.getuid?.()}: ` +

@@ -4,9 +4,10 @@
  * pushed. Until then the bytes live under incoming/<random id>, which nothing serves.
  *
  * Rules checked when an upload is created (before a byte is stored): metadata (kind,
- * name, sha256), the size limit, one upload at a time per published name, that the name
- * is not the build's nor another user's (owners.ts), and free space (this upload plus what
- * the uploads in progress still need). The owner is checked again when the upload is
+ * name, sha256), that an appliance image comes from an administrator's binding, the size
+ * limit, one upload at a time per published name, that the name is not the build's nor
+ * another user's (owners.ts), and free space (this upload plus what the uploads in
+ * progress still need). The owner is checked again when the upload is
  * published, one publication per name at a time.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -55,6 +56,8 @@ export interface UploadOptions {
   namespace: string;
   /** Whether RBAC grants the caller the right to replace what another user published. */
   mayReplaceOthers: (caller: Caller) => Promise<boolean>;
+  /** 403 unless RBAC grants the caller the right to upload appliance images (bpa-api-appliance-admin). */
+  authorizeApplianceImages: (caller: Caller) => Promise<void>;
   log: Logger;
 }
 
@@ -184,6 +187,14 @@ export class Uploads {
       request = parseUploadRequest(upload.metadata);
     } catch (error) {
       throw tusError((error as RequestError).status, (error as Error).message);
+    }
+    if (request.kind === "appliance-image") {
+      try {
+        await this.o.authorizeApplianceImages(caller);
+      } catch (error) {
+        if (error instanceof RequestError) throw tusError(error.status, error.message);
+        throw error;
+      }
     }
     if (upload.sizeIsDeferred || upload.size === undefined) {
       throw tusError(400, "Upload-Length is missing: the size must be known when the upload is created (free space and the size limit are checked then)");

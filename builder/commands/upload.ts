@@ -25,7 +25,7 @@ function progressPrinter(name: string): (sent: number, total: number) => void {
 
 export const uploadCommand: Command = {
   name: "upload",
-  summary: "upload a file, container image, OS image or Helm chart to an appliance's BPA REST API (resumable)",
+  summary: "upload a file, container image, OS image, Helm chart or appliance image to an appliance's BPA REST API (resumable)",
   usage: `usage: icn-bootstrap upload FILE --kind ${KINDS.join("|")} --name NAME --server URL [options]
 
 Uploads FILE with the tus resumable-upload protocol. When the link or this command is cut,
@@ -38,6 +38,9 @@ The appliance checks the sha256 before publishing anything:
   chart            -> oci://<appliance>:5000/REPOSITORY, tag VERSION (NAME: REPOSITORY:VERSION,
                       its last segment the chart's name); FILE is what helm package made.
                       A Provisioning's spec.addons names it: {name, chart, version}
+  appliance-image  -> kept on the appliance for an upgrade, never served; NAME a relative path
+                      ending in .img, .qcow2, .report.json, .cdx.json or .sigstore.json (the
+                      build's outputs); only a token bound to bpa-api-appliance-admin may
 
 options:
   --kind KIND       ${KINDS.slice(0, -1).join(", ")} or ${KINDS.at(-1)}

@@ -11,6 +11,7 @@ const SPOKEN: Record<(typeof KINDS)[number], RegExp> = {
   "container-image": /\bcontainer image\b/,
   "os-image": /\bOS image\b/,
   chart: /\bchart\b/,
+  "appliance-image": /\bappliance image\b/,
 };
 
 describe("upload's help", () => {

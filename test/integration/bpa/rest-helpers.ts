@@ -75,10 +75,16 @@ export async function createRegistryAccess(
 
 /**
  * A client with the token of ServiceAccount `name`, bound to the ClusterRole bpa-api-uploader
- * in `ns` (another uploader); `replaceOthers` also grants it update on uploads, the right to
- * replace what others published, as an administrator would.
+ * (or `clusterRole`) in `ns` (another uploader); `replaceOthers` also grants it update on
+ * uploads, the right to replace what others published, as an administrator would.
  */
-export async function uploaderClient(c: Clients, fixture: { ns: string; url: string; tls: TestTls }, name: string, replaceOthers = false): Promise<ApiClient> {
+export async function uploaderClient(
+  c: Clients,
+  fixture: { ns: string; url: string; tls: TestTls },
+  name: string,
+  replaceOthers = false,
+  clusterRole = "bpa-api-uploader",
+): Promise<ApiClient> {
   const { ns } = fixture;
   const bind = (roleRef: { kind: string; name: string }, binding: string) =>
     c.rbac.createNamespacedRoleBinding({
@@ -89,7 +95,7 @@ export async function uploaderClient(c: Clients, fixture: { ns: string; url: str
         subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
       },
     });
-  await bind({ kind: "ClusterRole", name: "bpa-api-uploader" }, name);
+  await bind({ kind: "ClusterRole", name: clusterRole }, name);
   if (replaceOthers) {
     await c.rbac.createNamespacedRole({
       namespace: ns,
