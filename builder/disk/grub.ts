@@ -1,3 +1,5 @@
+import { SLOT_A, SLOT_B } from "./layout.js";
+
 /** GRUB images built with grub-mkimage: every module embedded, so no /boot/grub/<platform> is needed. */
 export const GRUB_COMMON_MODULES = [
   "part_gpt",
@@ -33,8 +35,7 @@ export const SLOT_SELECTOR = `${ESP_SLOT_DIR}/grub.cfg`;
 export const SLOT_GRUBENV = `${ESP_SLOT_DIR}/grubenv`;
 export const SLOTS = ["a", "b"] as const;
 export type Slot = (typeof SLOTS)[number];
-/** GPT partition numbers of the slots (builder/disk/layout.ts SLOT_A, SLOT_B). */
-const SLOT_PARTITIONS: Record<Slot, number> = { a: 3, b: 5 };
+const SLOT_PARTITIONS: Record<Slot, number> = { a: SLOT_A.number, b: SLOT_B.number };
 const GRUBENV_BYTES = 1024;
 
 /**

@@ -36,8 +36,7 @@ export const SITE_PARTITION_BYTES = 32 * 1024 * 1024;
  * The built image holds only slot A (number 3): both formats stay small.
  */
 export const SLOT_A = { number: 3, name: "root-a" } as const;
-export const SLOT_B = { number: 5, name: "root-b", type: "8304" } as const;
-export const DATA_PARTITION = { number: 6, name: "ICN-DATA", label: "ICN-DATA", type: "8300" } as const;
+export const SLOT_B = { number: 5, name: "root-b" } as const;
 /** The built root must fit a slot: an upgrade writes the next image's root into the other one. */
 export function checkRootFitsSlot(layout: DiskLayout, slotBytes: number, slotSize: string): void {
   const rootBytes = layout.root.sectors * SECTOR;
