@@ -9,6 +9,7 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 const sizePattern = /^\d+(\.\d+)?\s*(KiB|MiB|GiB|TiB|K|M|G|T)$/;
 const Size = z.string().regex(sizePattern, "a size such as '512MiB' or '4GiB'");
+const MIN_SLOT_BYTES = 1024 ** 3;
 const DebianPackage = z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, "a Debian package name");
 const Hostname = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, "a hostname label (lowercase letters, digits, '-')");
 const Cidr = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, "an IPv4 address with prefix, e.g. 10.0.0.2/24");
@@ -79,6 +80,14 @@ export const ApplianceDefinition = z
         espSize: Size.default("64MiB"),
         /** Virtual disk size of the qcow2 VM image (sparse: costs nothing until used); root grows into it at first boot. */
         vmDiskSize: Size.default("32GiB"),
+        /**
+         * Each of the two system slots (A/B) the first boot lays out on a disk with room for
+         * them and a data partition (docs/design.md, "The disk"): the root filesystem must fit.
+         */
+        slotSize: Size.default("8GiB").refine(
+          (size) => !sizePattern.test(size) || parseSize(size) >= MIN_SLOT_BYTES,
+          "at least 1GiB (a system slot holds the whole root filesystem)",
+        ),
       })
       .strict()
       .default({}),

@@ -12,8 +12,20 @@ import type { StageRun } from "../stage.js";
 import { installBiosBoot } from "./bios-boot.js";
 import { ext4Manifest } from "./contents.js";
 import { debugfsErrors, timesScript } from "./debugfs.js";
-import { GRUB_BIOS_MODULES, GRUB_EFI_MODULES, earlyConfig, grubConfig } from "./grub.js";
-import { SECTOR, planLayout, sgdiskArgs, type DiskLayout } from "./layout.js";
+import {
+  ESP_SLOT_DIR,
+  GRUB_BIOS_MODULES,
+  GRUB_EFI_MODULES,
+  GRUB_SLOT_MODULES,
+  SLOT_GRUBENV,
+  SLOT_SELECTOR,
+  earlyConfig,
+  grubConfig,
+  grubenvBlock,
+  slotSelectorConfig,
+  slotsEarlyConfig,
+} from "./grub.js";
+import { SECTOR, checkRootFitsSlot, espFsUuid, planLayout, sgdiskArgs, type DiskLayout } from "./layout.js";
 
 export const DISK_IMAGE = "disk.raw";
 /** The root filesystem's contents manifest before the overlays (builder/disk/contents.ts). */
@@ -42,6 +54,11 @@ export interface DiskPlan {
   /** The appliance's ICN-SITE partition. */
   site: boolean;
   /**
+   * System slots (the appliance's): GRUB boots the slot the ESP's selector picks, and the
+   * root must fit a slot of this size. Absent: GRUB boots the one root (the compute nodes' OS images).
+   */
+  slots?: { slotBytes: number; slotSize: string };
+  /**
    * What the appliance's later stages and `verify` read besides the disk: DIRS_JSON,
    * BASE_CONTENTS (a debugfs pass over the whole root) and SYSTEMD_SHADOW.
    */
@@ -65,7 +82,7 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const rootFsUuid = planLayout(plan.seed, 0, 0, { site: plan.site }).rootFsUuid;
 
   run.log("unpacking the root filesystem");
-  await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: plan.serial, title: plan.title }));
+  await writeFile(join(work, "grub.cfg"), grubConfig({ rootFsUuid, serial: plan.serial, title: plan.title, slots: Boolean(plan.slots) }));
   await run.exec(
     "fakeroot",
     [
@@ -96,6 +113,7 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   const usedBytes = fileSizes.reduce((sum, size) => sum + Number(size), 0) + 4096 * dirs.length;
   const rootBytes = Math.ceil(usedBytes * 1.12) + 64 * 1024 * 1024 + plan.rootFreeBytes;
   const layout = planLayout(plan.seed, plan.espBytes, rootBytes, { site: plan.site });
+  if (plan.slots) checkRootFitsSlot(layout, plan.slots.slotBytes, plan.slots.slotSize);
   const rootImage = join(work, "root.ext4");
   run.log(`making the ext4 root filesystem (${Math.round(rootBytes / 1024 / 1024)} MiB for ${Math.round(usedBytes / 1024 / 1024)} MiB of files)`);
   await run.exec(
@@ -136,7 +154,8 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   run.log("making GRUB images and the EFI system partition");
   const efiBinary = join(work, "BOOTX64.EFI");
   const coreImg = join(work, "core.img");
-  await writeFile(join(work, "early.cfg"), earlyConfig(layout.rootFsUuid));
+  await writeFile(join(work, "early.cfg"), plan.slots ? slotsEarlyConfig(espFsUuid(layout)) : earlyConfig(layout.rootFsUuid));
+  const slotModules = plan.slots ? GRUB_SLOT_MODULES : [];
   await run.exec("grub-mkimage", [
     "-O",
     "x86_64-efi",
@@ -149,6 +168,7 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
     "-c",
     join(work, "early.cfg"),
     ...GRUB_EFI_MODULES,
+    ...slotModules,
   ]);
   await run.exec("grub-mkimage", [
     "-O",
@@ -162,6 +182,7 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
     "-c",
     join(work, "early.cfg"),
     ...GRUB_BIOS_MODULES,
+    ...slotModules,
   ]);
   const espImage = join(work, "esp.vfat");
   // --invariant: no creation time in the volume label entry; the serial is derived (-i); mtools takes file times from SOURCE_DATE_EPOCH.
@@ -171,6 +192,13 @@ export async function assembleDisk(run: StageRun, plan: DiskPlan): Promise<DiskL
   await run.exec("mmd", ["-i", espImage, "::/EFI", "::/EFI/BOOT"], { env: timeEnv });
   // The removable-media path: firmware boots it from any disk without NVRAM entries.
   await run.exec("mcopy", ["-i", espImage, efiBinary, "::/EFI/BOOT/BOOTX64.EFI"], { env: timeEnv });
+  if (plan.slots) {
+    await writeFile(join(work, "selector.cfg"), slotSelectorConfig(plan.serial));
+    await writeFile(join(work, "grubenv"), grubenvBlock({ default_slot: "a" }));
+    await run.exec("mmd", ["-i", espImage, `::/${ESP_SLOT_DIR}`], { env: timeEnv });
+    await run.exec("mcopy", ["-i", espImage, join(work, "selector.cfg"), `::/${SLOT_SELECTOR}`], { env: timeEnv });
+    await run.exec("mcopy", ["-i", espImage, join(work, "grubenv"), `::/${SLOT_GRUBENV}`], { env: timeEnv });
+  }
 
   run.log("assembling the GPT disk");
   const disk = join(run.out, DISK_IMAGE);

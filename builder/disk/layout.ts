@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { UserError } from "../errors.js";
 
 export const SECTOR = 512;
 const MIB_SECTORS = (1024 * 1024) / SECTOR;
@@ -26,6 +27,30 @@ export interface DiskLayout {
 
 /** The site partition's size: site.yaml and the manifests of a large site fit many times over. */
 export const SITE_PARTITION_BYTES = 32 * 1024 * 1024;
+
+/**
+ * The partitions the first boot adds to an appliance's disk where it has room
+ * (overlays/usr/lib/icn-bootstrap/disk-layout): the root becomes system slot A, grown to
+ * the slot size; slot B follows it, empty, for the upgrade to write; then the data
+ * partition (ext4, label ICN-DATA) with the appliance's state, to the end of the disk.
+ * The built image holds only slot A (number 3): both formats stay small.
+ */
+export const SLOT_A = { number: 3, name: "root-a" } as const;
+export const SLOT_B = { number: 5, name: "root-b" } as const;
+/** The built root must fit a slot: an upgrade writes the next image's root into the other one. */
+export function checkRootFitsSlot(layout: DiskLayout, slotBytes: number, slotSize: string): void {
+  const rootBytes = layout.root.sectors * SECTOR;
+  if (rootBytes > slotBytes)
+    throw new UserError(
+      `the root filesystem needs ${Math.ceil(rootBytes / 1024 ** 2)} MiB, more than a system slot (disk.slotSize ${slotSize})`,
+      `raise disk.slotSize in the appliance definition to at least ${Math.ceil(rootBytes / 1024 ** 3)}GiB, or make the image smaller`,
+    );
+}
+
+/** The ESP's FAT volume id as GRUB and blkid print it (xxxx-xxxx): GRUB finds the ESP, and with it the slots, by it. */
+export function espFsUuid(layout: DiskLayout): string {
+  return `${layout.esp.guid.slice(0, 4)}-${layout.esp.guid.slice(4, 8)}`;
+}
 
 /** A UUID derived from a seed, so the same inputs give the same image. */
 export function stableUuid(seed: string, purpose: string): string {

@@ -28,9 +28,10 @@ export const LAYER_TREE = "tree";
 
 /**
  * The appliance's bootable base disk (builder/disk/assemble.ts): GPT with the BIOS boot
- * partition, the EFI system partition, the site partition and the ext4 root made from
- * the root filesystem and the content layers. Overlays are not in here: they change
- * often and are written later (stages/image.ts).
+ * partition, the EFI system partition (GRUB and the system slots' selector), the site
+ * partition and the ext4 root (system slot A) made from the root filesystem and the
+ * content layers; the first boot adds slot B and the data partition where the disk has
+ * room. Overlays are not in here: they change often and are written later (stages/image.ts).
  */
 export const diskStage: Stage<DiskDeps> = {
   name: "disk",
@@ -54,6 +55,7 @@ export const diskStage: Stage<DiskDeps> = {
       espBytes: parseSize(definition.disk.espSize),
       rootFreeBytes: OVERLAY_ROOM + parseSize(definition.disk.rootFree),
       site: true,
+      slots: { slotBytes: parseSize(definition.disk.slotSize), slotSize: definition.disk.slotSize },
       records: true,
     });
   },

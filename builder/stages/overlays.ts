@@ -2,7 +2,7 @@ import { chmod, lstat, mkdir, readdir, readFile, readlink, symlink, writeFile } 
 import { dirname, join, relative, resolve } from "node:path";
 import Handlebars from "handlebars";
 import { sha256Text } from "../cache.js";
-import type { ApplianceDefinition } from "../definition.js";
+import { parseSize, type ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
 import type { Stage } from "../stage.js";
 
@@ -69,7 +69,8 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
 /** What templates may use: not the output formats, nor the support windows (lock --check's policy, not image content). */
 function templateValues(definition: ApplianceDefinition) {
   const { outputs: _outputs, support: _support, ...values } = definition;
-  return values;
+  // The first boot's shell reads the slot size as a number.
+  return { ...values, disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) } };
 }
 
 export const overlaysStage: Stage<OverlaysDeps> = {

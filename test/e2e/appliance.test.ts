@@ -87,6 +87,17 @@ beforeAll(async () => {
 }, 90 * 60_000);
 
 const ssh = (port: number, command: string) => sshToVm(key, port, command);
+/** The etcd cluster's and member's ids (etcd's JSON gateway, with the API server's client certificate). */
+const etcdMember = async (port: number) => {
+  const pki = "/etc/kubernetes/pki";
+  const { stdout } = await ssh(
+    port,
+    `curl -sf -X POST -d '{}' --cacert ${pki}/etcd/ca.crt --cert ${pki}/apiserver-etcd-client.crt --key ${pki}/apiserver-etcd-client.key https://127.0.0.1:2379/v3/cluster/member/list`,
+  );
+  const list = JSON.parse(stdout) as { header: { cluster_id: string; member_id: string }; members: unknown[] };
+  expect(list.members).toHaveLength(1);
+  return `cluster ${list.header.cluster_id} member ${list.header.member_id}`;
+};
 
 describe("the appliance", () => {
   let vm: BootResult | undefined;
@@ -110,6 +121,8 @@ describe("the appliance", () => {
           timeoutSeconds,
           memoryMiB: 4096,
           disk,
+          // Room for the system slots and a data partition (the default qcow2's own size).
+          diskSize: "32G",
           keepRunning: true,
           tcgMultiThread: true,
           hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
@@ -349,6 +362,20 @@ describe("the appliance", () => {
     expect(pull.stdout).toContain(pushed.url);
     expect(pull.stdout).toContain("hello from the developer");
 
+    // The state is on the data partition (ICN-DATA, /dev/vda6), beside system slot A.
+    const dataDevice = (await ssh(sshPort, "stat -c %d /var/lib/icn-data")).stdout.trim();
+    for (const path of ["/var/lib/etcd", "/etc/kubernetes/pki", "/var/lib/icn-bootstrap", "/var/lib/kubelet", "/etc/icn-bootstrap/pki"]) {
+      const where = (await ssh(sshPort, `stat -c %d ${path}; findmnt -n -o SOURCE --target ${path}`)).stdout.trim().split("\n");
+      expect(where, path).toEqual([dataDevice, expect.stringMatching(/^\/dev\/vda6\[\/state\//)]);
+    }
+    expect((await ssh(sshPort, "findmnt -n -o SOURCE /")).stdout.trim()).toBe("/dev/vda3");
+    // The pushed image's manifest went to the registry overlay's upper layer, on the data partition.
+    expect((await ssh(sshPort, "ls /var/lib/icn-data/registry/pushed/docker/registry/v2/repositories/")).stdout).toMatch(/^site$/m);
+    const member = await etcdMember(sshPort);
+    console.log(
+      `etcd member before the reboot: ${member}; data partition: ${(await ssh(sshPort, "df -h --output=size,used /var/lib/icn-data | tail -n1")).stdout.trim()}`,
+    );
+
     // Second boot: the cluster is not initialised again and the Provisioning is still there.
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
@@ -359,6 +386,7 @@ describe("the appliance", () => {
     vm = await boot(BOOT_TIMEOUT_S);
     expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
     expect(consoleLines.join("\n")).not.toMatch(/kubeadm init/);
+    expect(await etcdMember(sshPort)).toBe(member); // the same etcd, from the data partition
     expect(consoleLines.join("\n")).not.toMatch(/ICN-SITE: applied/); // each file once per content
     const again = await c.custom.getNamespacedCustomObject({
       group: "bpa.akraino.org",

@@ -107,10 +107,16 @@ describe("icn-bootstrap build with the default definition", () => {
     await rm(folder, { recursive: true, force: true });
   });
 
-  it("boots UEFI from the removable-media path and BIOS from the MBR", async () => {
+  it("boots UEFI from the removable-media path and BIOS from the MBR, through the system slots' selector on the ESP", async () => {
     const { mtools } = await partitionAddress(img, 2);
     const { stdout } = await execa("mdir", ["-b", "-i", mtools, "::/EFI/BOOT"]);
     expect(stdout).toMatch(/BOOTX64\.EFI/);
+    // The selector and its grubenv: slot A by default, no try pending.
+    const selector = (await execa("mtype", ["-i", mtools, "::/icn-bootstrap/grub.cfg"])).stdout;
+    expect(selector).toMatch(/load_env --file \$icn_env default_slot try_slot/);
+    const env = join(await testOut("icn-grubenv-"), "grubenv");
+    await execa("mcopy", ["-i", mtools, "::/icn-bootstrap/grubenv", env]);
+    expect((await execa("grub-editenv", [env, "list"])).stdout).toBe("default_slot=a");
     const head = Buffer.alloc(512);
     const fd = await import("node:fs/promises").then((fs) => fs.open(img));
     await fd.read(head, 0, 512, 0);
@@ -123,13 +129,16 @@ describe("icn-bootstrap build with the default definition", () => {
   it("has a clean ext4 root with the first-boot units enabled and no per-machine identity", async () => {
     const { ext } = await partitionAddress(img, 3);
     await execa("e2fsck", ["-f", "-n", ext]);
-    for (const unit of ["icn-grow-root.service", "icn-identity.service", "icn-ready.service"]) {
+    for (const unit of ["icn-disk-layout.service", "icn-data.service", "icn-identity.service", "icn-ready.service"]) {
       expect(await statInFs(ext, `/etc/systemd/system/${unit}`), unit).toMatchObject({ type: "regular", uid: 0 });
     }
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-ready.service")).toMatchObject({ type: "symlink" });
-    expect(await statInFs(ext, "/etc/systemd/system/local-fs.target.wants/icn-grow-root.service")).toMatchObject({ type: "symlink" });
+    for (const unit of ["icn-disk-layout.service", "icn-data.service"])
+      expect(await statInFs(ext, `/etc/systemd/system/local-fs.target.wants/${unit}`), unit).toMatchObject({ type: "symlink" });
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/systemd-networkd.service")).toMatchObject({ type: "symlink" });
-    expect(await statInFs(ext, "/usr/lib/icn-bootstrap/grow-root")).toMatchObject({ type: "regular", mode: "0755" });
+    for (const script of ["disk-layout", "data-partition"])
+      expect(await statInFs(ext, `/usr/lib/icn-bootstrap/${script}`), script).toMatchObject({ type: "regular", mode: "0755" });
+    expect(await debugfs(ext, "cat /etc/icn-bootstrap/appliance.env")).toMatch(/^ICN_SLOT_MIB=8192$/m);
     expect(await statInFs(ext, "/etc/machine-id")).toMatchObject({ size: 0 });
     expect(await debugfs(ext, "ls /etc/ssh")).not.toMatch(/ssh_host_/);
     expect(await statInFs(ext, "/etc/hostname")).toBeUndefined();
@@ -138,7 +147,7 @@ describe("icn-bootstrap build with the default definition", () => {
     const grubCfg = await debugfs(ext, "cat /boot/grub/grub.cfg");
     expect(grubCfg).toMatch(/console=ttyS0,115200n8/);
     expect(grubCfg).toContain(`set rootarg=UUID=${uuid}`); // PARTUUID of the partition GRUB booted, else this
-    expect(grubCfg).toMatch(/linux \/vmlinuz root=\$rootarg /);
+    expect(grubCfg).toMatch(/linux \/vmlinuz root=\$rootarg rw icn\.slot=\$icn_slot /);
     expect(await debugfs(ext, "cat /etc/systemd/network/20-wired.network")).toMatch(/DHCP=yes/);
     expect(await statInFs(ext, "/etc/systemd/network/10-static.network")).toBeUndefined(); // no static config in the default definition
     // The bootstrap cluster: pinned node binaries and helm, the kubeadm configuration, the components' chart and the first-boot unit.
