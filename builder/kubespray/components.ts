@@ -76,14 +76,15 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
   {
     name: "flannel",
     module: "github.com/flannel-io/flannel",
-    version: "v0.28.4",
+    version: "v0.28.10",
     binaries: { flanneld: "github.com/flannel-io/flannel" },
-    note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud common v1.3.79 is refused by the proxy: v1.3.81",
-    // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's common
-    // v1.3.79 that flannel requires and serves the next patch, v1.3.81 (same API).
-    replaces: () => [
-      "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.81",
-    ],
+    note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud vpc v1.3.188 is refused by the proxy: v1.3.128",
+    // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's vpc module
+    // at v1.3.188, which flannel v0.28.10 requires (and every later version tried), and
+    // serves v1.3.128, what flannel v0.28.7 required: its Tencent backend
+    // (pkg/backend/tencentvpc) is the same file in v0.28.7 and v0.28.10, and uses only
+    // the route-table calls v1.3.128 has. The SDK's common module is served at v1.3.190.
+    replaces: () => ["github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc v1.3.128"],
   },
   {
     name: "crictl",
