@@ -248,7 +248,11 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
       layers.push(built.controllerChart);
     }
     // 11. The overlays (handlebars rendered), 12. the bootable disk, 13. the overlays written into it, 14. the qcow2.
-    built.overlays = await run(overlaysStage, { definition, directories: overlaySources(definition, request.definitionPath!) });
+    built.overlays = await run(overlaysStage, {
+      definition,
+      directories: overlaySources(definition, request.definitionPath!),
+      images: built.selection?.images.map((i) => i.ref),
+    });
     const epoch = sourceDateEpoch(lock.debian);
     built.disk = await run(diskStage, { definition, epoch, rootfs: built.rootfs!, layers });
     built.image = await run(imageStage, { disk: built.disk, overlays: built.overlays, epoch });

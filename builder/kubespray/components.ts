@@ -5,8 +5,9 @@
  * the kubespray variables that pin kubespray to them (builder/kubespray/pins.ts).
  *
  * Versions are the ones kubespray v2.31.0 installs with Kubernetes 1.35, except where the
- * Go module proxy refuses that version (crictl 1.35.0): then the nearest served one, and
- * the pins make kubespray use it. runc and flanneld need cgo: they are linked with the
+ * Go module proxy refuses that version (crictl 1.35.0): then the nearest served one, or
+ * where a newer supported line or patch is needed (containerd's 2.3 long-term line, runc's
+ * newest 1.4 patch, flannel's newest 0.28 patch); the pins make kubespray use them. runc and flanneld need cgo: they are linked with the
  * pinned Debian toolchain (builder/sources/cgo.ts), never the build host's gcc.
  */
 import type { GroupSpec } from "../sources/group-spec.js";
@@ -30,13 +31,15 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
   {
     name: "containerd",
     module: "github.com/containerd/containerd/v2",
-    version: "v2.2.3",
+    version: "v2.3.7",
     binaries: {
       containerd: "github.com/containerd/containerd/v2/cmd/containerd",
       "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
       ctr: "github.com/containerd/containerd/v2/cmd/ctr",
     },
-    note: "what kubespray v2.31.0 installs on the compute nodes",
+    // kubespray v2.31.0 names 2.2.3, whose line ended 2026-11-06; 2.3 is the long-term
+    // line. kubespray's config.toml (version = 3) is migrated by containerd 2.3 on load.
+    note: "the compute nodes' containerd: the 2.3 long-term line (kubespray v2.31.0 names 2.2.3; the pins make it use this one)",
   },
   {
     name: "cni-plugins",
@@ -69,21 +72,22 @@ export const OFFLINE_GROUPS: GroupSpec[] = [
   {
     name: "runc",
     module: "github.com/opencontainers/runc",
-    version: "v1.4.2",
+    version: "v1.4.4",
     binaries: { runc: "github.com/opencontainers/runc" },
-    note: "what kubespray v2.31.0 installs on the compute nodes (cgo: built with the pinned Debian toolchain)",
+    note: "the compute nodes' runc: the newest 1.4 patch (kubespray v2.31.0 names 1.4.2; cgo: built with the pinned Debian toolchain)",
   },
   {
     name: "flannel",
     module: "github.com/flannel-io/flannel",
-    version: "v0.28.4",
+    version: "v0.28.10",
     binaries: { flanneld: "github.com/flannel-io/flannel" },
-    note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud common v1.3.79 is refused by the proxy: v1.3.81",
-    // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's common
-    // v1.3.79 that flannel requires and serves the next patch, v1.3.81 (same API).
-    replaces: () => [
-      "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.81",
-    ],
+    note: "the network plugin of application clusters (kubespray's flannel_version); tencentcloud vpc v1.3.188 is refused by the proxy: v1.3.128",
+    // flanneld links every backend; the proxy refuses the Tencent Cloud SDK's vpc module
+    // at v1.3.188, which flannel v0.28.10 requires (and every later version tried), and
+    // serves v1.3.128, what flannel v0.28.7 required: its Tencent backend
+    // (pkg/backend/tencentvpc) is the same file in v0.28.7 and v0.28.10, and uses only
+    // the route-table calls v1.3.128 has. The SDK's common module is served at v1.3.190.
+    replaces: () => ["github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc v1.3.128"],
   },
   {
     name: "crictl",

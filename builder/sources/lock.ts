@@ -9,6 +9,7 @@ import { METAL3_GROUPS } from "../metal3/components.js";
 import { TOOL_GROUPS } from "./tool-groups.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
+import { compareVersions } from "../check/versions.js";
 import { classifyGoFailure, compareGoVersions, goDirective, runGo, runGoRaw } from "./go.js";
 import type { GroupSpec } from "./group-spec.js";
 import { Artifacts, type ArtifactEntry, type GoModArtifact } from "./schema.js";
@@ -103,19 +104,39 @@ export function kubeadmVersions(constantsGo: string): { etcd: string; coredns: s
   return { etcd: `v${etcd.replace(/^v/, "").replace(/-\d+$/, "")}`, coredns: `v${coredns.replace(/^v/, "")}` };
 }
 
+/**
+ * The etcd or CoreDNS version to pin: the one asked for (--etcd, --coredns); else the one
+ * already pinned when it is newer than what kubeadm deploys (a patch release taken for its
+ * fixes is not undone by the next lock-artifacts); else kubeadm's.
+ */
+export function followedVersion(kubeadm: string, pinned?: string, override?: string): { version: string; why: "override" | "pinned" | "kubeadm" } {
+  if (override) return { version: override, why: "override" };
+  if (pinned && compareVersions(pinned, kubeadm) > 0) return { version: pinned, why: "pinned" };
+  return { version: kubeadm, why: "kubeadm" };
+}
+
 /** The three groups the appliance needs, all derived from one Kubernetes version. */
-export async function kubernetesGroups(version: string, ctx: LockContext = {}, overrides: { etcd?: string; coredns?: string } = {}): Promise<GroupSpec[]> {
+export async function kubernetesGroups(
+  version: string,
+  ctx: LockContext = {},
+  overrides: { etcd?: string; coredns?: string } = {},
+  pinned: { etcd?: string; coredns?: string } = {},
+): Promise<GroupSpec[]> {
   const log = ctx.log ?? defaultLog;
   log("lock", `resolving k8s.io/kubernetes ${version}`);
   const k8s = await downloadModule("k8s.io/kubernetes", version, "kubernetes", ctx);
   const constants = await readFile(join(k8s.dir, "cmd/kubeadm/app/constants/constants.go"), "utf8");
   const derived = kubeadmVersions(constants);
-  const etcd = overrides.etcd ?? derived.etcd;
-  const coredns = overrides.coredns ?? derived.coredns;
-  log(
-    "lock",
-    `kubeadm ${version} deploys etcd ${derived.etcd} and CoreDNS ${derived.coredns}${overrides.etcd || overrides.coredns ? ` (overridden: etcd ${etcd}, coredns ${coredns})` : ""}`,
-  );
+  const etcdChoice = followedVersion(derived.etcd, pinned.etcd, overrides.etcd);
+  const corednsChoice = followedVersion(derived.coredns, pinned.coredns, overrides.coredns);
+  const etcd = etcdChoice.version;
+  const coredns = corednsChoice.version;
+  const said = (name: string, c: { version: string; why: string }) =>
+    c.why === "override" ? `${name} ${c.version} (asked for)` : c.why === "pinned" ? `${name} ${c.version} (pinned, newer: kept)` : undefined;
+  const differs = [said("etcd", etcdChoice), said("CoreDNS", corednsChoice)].filter(Boolean);
+  log("lock", `kubeadm ${version} deploys etcd ${derived.etcd} and CoreDNS ${derived.coredns}${differs.length ? `; pinning ${differs.join(", ")}` : ""}`);
+  const followNote = (name: string, c: { version: string; why: string }, kubeadmVersion: string) =>
+    c.why === "kubeadm" ? `the ${name} version kubeadm ${version} deploys` : `newer than the ${name} ${kubeadmVersion} kubeadm ${version} deploys`;
   return [
     {
       name: "kubernetes",
@@ -129,7 +150,7 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
       module: "go.etcd.io/etcd/server/v3",
       version: etcd,
       binaries: { etcd: "go.etcd.io/etcd/server/v3" },
-      note: `the etcd version kubeadm ${version} deploys`,
+      note: followNote("etcd", etcdChoice, derived.etcd),
     },
     // kubespray puts etcdctl and etcdutl on control-plane nodes from etcd's release tarball
     // even when kubeadm runs etcd (roles/etcdctl_etcdutl): the tarball is served, so they are built.
@@ -139,14 +160,14 @@ export async function kubernetesGroups(version: string, ctx: LockContext = {}, o
       alsoRequires: ["go.etcd.io/etcd/etcdutl/v3"],
       version: etcd,
       binaries: { etcdctl: "go.etcd.io/etcd/etcdctl/v3", etcdutl: "go.etcd.io/etcd/etcdutl/v3" },
-      note: `etcd's command-line tools, at the etcd version kubeadm ${version} deploys`,
+      note: `etcd's command-line tools, at ${etcdChoice.why === "kubeadm" ? `the etcd version kubeadm ${version} deploys` : "the etcd server's version"}`,
     },
     {
       name: "coredns",
       module: "github.com/coredns/coredns",
       version: coredns,
       binaries: { coredns: "github.com/coredns/coredns" },
-      note: `the CoreDNS version kubeadm ${version} deploys`,
+      note: followNote("CoreDNS", corednsChoice, derived.coredns),
     },
   ];
 }
@@ -239,7 +260,12 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
     const version = opts.kubernetes ?? pinned;
     if (!version) throw new UserError(`no Kubernetes version pinned in ${lockPath}`, "pass one: 'icn-bootstrap lock-artifacts --kubernetes v1.37.1'");
     groups = [
-      ...(await kubernetesGroups(version, opts, { etcd: opts.etcd, coredns: opts.coredns })),
+      ...(await kubernetesGroups(
+        version,
+        opts,
+        { etcd: opts.etcd, coredns: opts.coredns },
+        { etcd: pinnedVersion(existing.etcd), coredns: pinnedVersion(existing.coredns) },
+      )),
       ...OFFLINE_GROUPS,
       ...METAL3_GROUPS,
       ...ADDON_GROUPS,
@@ -277,6 +303,11 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
   const parsed = Artifacts.parse(artifacts);
   await writeLockRaw(lockPath, { ...raw, version: raw.version ?? 1, artifacts: parsed });
   return parsed;
+}
+
+function pinnedVersion(entry: unknown): string | undefined {
+  const version = (entry as { version?: unknown } | undefined)?.version;
+  return typeof version === "string" ? version : undefined;
 }
 
 async function readLockRaw(path: string): Promise<Record<string, unknown>> {

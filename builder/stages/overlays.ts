@@ -24,6 +24,30 @@ export interface OverlaysDeps {
   definition: ApplianceDefinition;
   /** Overlay directories in the order they are applied (later ones win). */
   directories: OverlaySource[];
+  /** Every image reference the appliance's registry serves: the bootstrap cluster's kubeadm names its etcd and CoreDNS tags. */
+  images?: string[];
+}
+
+/** The etcd and CoreDNS images kubeadm deploys on the appliance: repository and where it says which tag. */
+const KUBEADM_IMAGES = { etcd: "registry.k8s.io/etcd", coredns: "registry.k8s.io/coredns/coredns" } as const;
+
+/**
+ * The etcd and CoreDNS tags the registry serves, for the bootstrap cluster's kubeadm
+ * configuration (`etcd.local.imageTag`, `dns.imageTag`): kubeadm's own defaults are the
+ * versions of its release, and the lock may pin newer patches (lock-artifacts --etcd,
+ * --coredns). Both must be served when the appliance runs Kubernetes.
+ */
+export function kubeadmImageTags(images: string[]): { etcd: string; coredns: string } {
+  const tag = (repository: string) => {
+    const tags = images.filter((r) => r.startsWith(`${repository}:`)).map((r) => r.slice(repository.length + 1));
+    if (tags.length !== 1)
+      throw new UserError(
+        `the bootstrap cluster's kubeadm needs exactly one ${repository} image in the registry, the lists have ${tags.length ? tags.join(", ") : "none"}`,
+        "keep registry-seed/bootstrap.yaml (one etcd and one CoreDNS image, at the lock's versions) in the definition's registry.lists",
+      );
+    return tags[0]!;
+  };
+  return { etcd: tag(KUBEADM_IMAGES.etcd), coredns: tag(KUBEADM_IMAGES.coredns) };
 }
 
 interface OverlayEntry {
@@ -65,24 +89,29 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
   return entries;
 }
 
-/** The definition without what does not change the root filesystem's content. */
-/** What templates may use: not the output formats, nor the support windows (lock --check's policy, not image content). */
-function templateValues(definition: ApplianceDefinition) {
+/**
+ * What templates may use: the definition without the output formats and the support
+ * windows (lock --check's policy, not image content), the slot size in MiB, and, when the appliance runs
+ * Kubernetes and the registry's images are known, the etcd and CoreDNS tags its kubeadm
+ * names (kubeadmImages.etcd, kubeadmImages.coredns).
+ */
+function templateValues(definition: ApplianceDefinition, images?: string[]) {
   const { outputs: _outputs, support: _support, ...values } = definition;
   // The first boot's shell reads the slot size as a number.
-  return { ...values, disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) } };
+  const withSlots = { ...values, disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) } };
+  return definition.kubernetes.enabled && images ? { ...withSlots, kubeadmImages: kubeadmImageTags(images) } : withSlots;
 }
 
 export const overlaysStage: Stage<OverlaysDeps> = {
   name: "overlays",
   sources: [import.meta.filename],
-  inputs: async ({ definition, directories }) => ({
-    values: templateValues(definition),
+  inputs: async ({ definition, directories, images }) => ({
+    values: templateValues(definition, images),
     files: (await Promise.all(directories.map(listOverlay))).flat().map(({ target, kind, mode, digest }) => ({ target, kind, mode, digest })),
   }),
-  async build(run, { definition, directories }) {
+  async build(run, { definition, directories, images }) {
     const tree = join(run.out, TREE);
-    const values = templateValues(definition);
+    const values = templateValues(definition, images);
     await mkdir(tree, { recursive: true });
     const units = new Set<string>();
     let count = 0;
@@ -121,8 +150,8 @@ export const overlaysStage: Stage<OverlaysDeps> = {
 };
 
 /** One overlay template rendered as the build renders it for this definition (tests read the shipped result). */
-export async function renderOverlayTemplate(source: string, definition: ApplianceDefinition): Promise<string> {
-  return render(await readFile(source, "utf8"), templateValues(definition), source);
+export async function renderOverlayTemplate(source: string, definition: ApplianceDefinition, images?: string[]): Promise<string> {
+  return render(await readFile(source, "utf8"), templateValues(definition, images), source);
 }
 
 function render(template: string, values: unknown, source: string): string {

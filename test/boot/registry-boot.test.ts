@@ -105,6 +105,11 @@ describe("the booted appliance's registry", () => {
   let password: string;
   const seed = () => yaml.load(readFileSync(join(REPO, "registry-seed/bootstrap.yaml"), "utf8")) as { images: { ref: string; digest?: string }[] };
   const pinned = (ref: string) => seed().images.find((i) => i.ref === ref)!.digest!;
+  // The seeded etcd and CoreDNS, at whatever versions the lock pins.
+  const seededRef = (repository: string) => seed().images.find((i) => i.ref.startsWith(`${repository}:`))!.ref;
+  const etcdRef = seededRef("registry.k8s.io/etcd");
+  const etcd = etcdRef.replace(/^registry\.k8s\.io\//, "");
+  const coredns = seededRef("registry.k8s.io/coredns/coredns").replace(/^registry\.k8s\.io\//, "");
 
   beforeAll(
     async () => {
@@ -153,7 +158,7 @@ describe("the booted appliance's registry", () => {
       certs,
       "--dest-cert-dir",
       certs,
-      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/${etcd}`,
       `docker://${first.registry}/intruder/etcd:1`,
     ]);
     expect(anonymous.ok).toBe(false);
@@ -166,7 +171,7 @@ describe("the booted appliance's registry", () => {
       certs,
       "--dest-creds",
       "icn-push:not-the-password",
-      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/${etcd}`,
       `docker://${first.registry}/pause:3.10.1`,
     ]);
     expect(wrong.ok).toBe(false);
@@ -191,7 +196,7 @@ describe("the booted appliance's registry", () => {
       certs,
       "--dest-creds",
       creds,
-      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/${etcd}`,
       `docker://${first.registry}/site/etcd:mine`,
     ]);
     expect(repo.ok, repo.output).toBe(true);
@@ -203,13 +208,13 @@ describe("the booted appliance's registry", () => {
       certs,
       "--dest-creds",
       creds,
-      `docker://${first.registry}/etcd:3.6.6-0`,
+      `docker://${first.registry}/${etcd}`,
       `docker://${first.registry}/pause:site-tag`,
     ]);
     expect(tag.ok, tag.output).toBe(true);
     for (const ref of ["site/etcd:mine", "pause:site-tag"]) {
       const pulled = await skopeo(["inspect", "--cert-dir", certs, "--format", "{{.Digest}}", `docker://${first.registry}/${ref}`]);
-      expect(pulled.output.trim(), ref).toBe(pinned("registry.k8s.io/etcd:3.6.6-0"));
+      expect(pulled.output.trim(), ref).toBe(pinned(etcdRef));
     }
   });
 
@@ -222,7 +227,7 @@ describe("the booted appliance's registry", () => {
       certs,
       "--dest-creds",
       `icn-push:${password}`,
-      `docker://${first.registry}/coredns/coredns:v1.13.1`,
+      `docker://${first.registry}/${coredns}`,
       `docker://${first.registry}/pause:3.10.1`,
     ]);
     expect(swap.ok).toBe(false);

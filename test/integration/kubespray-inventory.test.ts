@@ -42,6 +42,8 @@ let content: StagesBuilt;
 let root: string;
 let work: string;
 let kubernetesVersion: string;
+/** A lock entry's version without its "v": what the pins and the tools print. */
+let pinnedVersion: (entry: string) => string;
 
 const host = (name: string, role: "master" | "worker", index: number, ip: string): AssignedHost => ({
   name,
@@ -112,6 +114,7 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-kubespray-inv-"));
   const lock = await loadLock(DEFAULT_LOCK);
   kubernetesVersion = (lock.artifacts.kubernetes as { version: string }).version;
+  pinnedVersion = (entry) => (lock.artifacts[entry] as { version: string }).version.replace(/^v/, "");
   const definition = await loadDefinition(DEFAULT_DEFINITION);
   expect(definition.kubespray.enabled).toBe(true);
   // The build's files and images stages, digests checked against registry-seed/.
@@ -190,7 +193,7 @@ describe("the runner image", () => {
     expect((await shippedConfig()).kubernetesVersions).toBeUndefined();
     expect(readServedPins(text)).toMatchObject({
       kubernetesVersions: [version],
-      components: { containerd: expect.any(String), etcd: "3.6.6", "cni-plugins": expect.any(String) },
+      components: { containerd: pinnedVersion("containerd"), etcd: pinnedVersion("etcd"), "cni-plugins": expect.any(String) },
     });
     expect(
       yaml.load(await readFile(join(await writeInventory("version", LAYOUTS["one node (control plane and worker)"]!), "group_vars/all/offline.yml"), "utf8")),
@@ -378,7 +381,7 @@ describe("the compute nodes' release archives on the file server", () => {
       await mkdir(join(extract, archive.entry), { recursive: true });
       await execa("tar", ["-xzf", file, "-C", join(extract, archive.entry)]);
     }
-    expect((await execa(join(extract, "containerd/bin/containerd"), ["--version"])).stdout).toContain("v2.2.3");
+    expect((await execa(join(extract, "containerd/bin/containerd"), ["--version"])).stdout).toContain(`v${pinnedVersion("containerd")}`);
     // etcd's tarball, for the etcdctl and etcdutl kubespray installs on control-plane nodes.
     const etcd = (lock.artifacts.etcd as { version: string }).version.replace(/^v/, "");
     expect((await execa(join(extract, `etcd/etcd-v${etcd}-linux-amd64/etcdctl`), ["version"])).stdout).toContain(`etcdctl version: ${etcd}`);
@@ -386,9 +389,11 @@ describe("the compute nodes' release archives on the file server", () => {
     expect((await execa(join(extract, "crictl/crictl"), ["--version"])).stdout).toContain("1.36.0");
     expect((await execa(join(extract, "nerdctl/nerdctl"), ["--version"])).stdout).toBe("nerdctl version 2.0.4");
     // runc is a bare static binary (cgo, linked with the pinned toolchain's libseccomp).
-    const runc = join(repo, OFFLINE_ARCHIVES.find((a) => a.entry === "runc")!.path("1.4.2"));
+    const runc = join(repo, OFFLINE_ARCHIVES.find((a) => a.entry === "runc")!.path(pinnedVersion("runc")));
     expect((await execa("ldd", [runc], { reject: false, all: true })).all).toMatch(/not a dynamic executable/);
-    expect((await execa(runc, ["--version"])).stdout).toMatch(/^runc version 1\.4\.2\n[\s\S]*libseccomp: 2\.6\.0/);
+    expect((await execa(runc, ["--version"])).stdout).toMatch(
+      new RegExp(`^runc version ${pinnedVersion("runc").replaceAll(".", "\\.")}\\n[\\s\\S]*libseccomp: 2\\.6\\.0`),
+    );
     expect((await execa(join(extract, "cni-plugins/bridge"), [], { reject: false, env: { CNI_COMMAND: "VERSION" } })).stdout).toContain('"cniVersion"');
   });
 });

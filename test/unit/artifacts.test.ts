@@ -7,7 +7,7 @@ import { DEFAULT_LOCK, LockFile } from "../../builder/lockfile.js";
 import { classifyGoFailure, compareGoVersions, requiredVersion } from "../../builder/sources/go.js";
 import { buildRecipe } from "../../builder/sources/gomod.js";
 import { loadArtifacts, selectTargets } from "../../builder/sources/index.js";
-import { KUBERNETES_BINARIES, kubeadmVersions, kubernetesStagingReplaces } from "../../builder/sources/lock.js";
+import { followedVersion, KUBERNETES_BINARIES, kubeadmVersions, kubernetesStagingReplaces } from "../../builder/sources/lock.js";
 import { Artifacts, targetsOf } from "../../builder/sources/schema.js";
 import { formatTable } from "../../builder/commands/fetch.js";
 
@@ -73,6 +73,15 @@ describe("Kubernetes pinning", () => {
   it("reads the etcd and CoreDNS versions kubeadm deploys", () => {
     const constants = 'DefaultEtcdVersion = "3.7.0-0"\n\tCoreDNSVersion = "v1.14.6"\n';
     expect(kubeadmVersions(constants)).toEqual({ etcd: "v3.7.0", coredns: "v1.14.6" });
+  });
+
+  it("keeps an etcd or CoreDNS pin newer than kubeadm's; an explicit version wins; an older pin follows kubeadm", () => {
+    expect(followedVersion("v1.13.1", "v1.14.7")).toEqual({ version: "v1.14.7", why: "pinned" });
+    expect(followedVersion("v3.6.6", "v3.6.16")).toEqual({ version: "v3.6.16", why: "pinned" });
+    expect(followedVersion("v3.6.6", "v3.6.16", "v3.6.14")).toEqual({ version: "v3.6.14", why: "override" });
+    expect(followedVersion("v3.7.0", "v3.6.16")).toEqual({ version: "v3.7.0", why: "kubeadm" });
+    expect(followedVersion("v1.13.1", undefined)).toEqual({ version: "v1.13.1", why: "kubeadm" });
+    expect(followedVersion("v1.13.1", "v1.13.1")).toEqual({ version: "v1.13.1", why: "kubeadm" });
   });
 
   it("stamps the pinned version into Kubernetes binaries", () => {
