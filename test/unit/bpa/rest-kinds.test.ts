@@ -19,8 +19,13 @@ describe("upload metadata", () => {
 
   it("names every bad field with the fix", () => {
     expect(() => parseUploadRequest({})).toThrow(
-      /metadata "kind" is missing: use one of file, container-image, os-image, chart; metadata "name" is missing.*; metadata "sha256" is missing/,
+      /metadata "kind" is missing: use one of file, container-image, os-image, chart, appliance-image; metadata "name" is missing.*; metadata "sha256" is missing/,
     );
+    expect(() => parseUploadRequest({ kind: "appliance-image", name: "2026.12/notes.txt", sha256: hex })).toThrow(
+      /not one of the build's outputs an upgrade reads/,
+    );
+    expect(() => parseUploadRequest({ kind: "appliance-image", name: "../icn-bootstrap.img", sha256: hex })).toThrow(/is not a relative file path/);
+    expect(parseUploadRequest({ kind: "appliance-image", name: "2026.12/icn-bootstrap.img.sigstore.json", sha256: hex }).kind).toBe("appliance-image");
     for (const name of ["../x", "a/../b", ".hidden", "a//b", "/abs", "a b"]) {
       expect(() => parseUploadRequest({ kind: "file", name, sha256: hex }), name).toThrow(/is not a relative file path/);
     }
