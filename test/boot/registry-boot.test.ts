@@ -218,7 +218,8 @@ describe("the booted appliance's registry", () => {
     }
   });
 
-  it("refuses, even with credentials, a push that would change a tag the appliance shipped (403 naming it and its digest)", async () => {
+  // Two skopeo copies of the seeded etcd and CoreDNS images through the TLS front: over a minute under TCG on a busy 2-core host.
+  it("refuses, even with credentials, a push that would change a tag the appliance shipped (403 naming it and its digest)", { timeout: 180_000 }, async () => {
     const swap = await skopeo([
       "copy",
       "--src-cert-dir",
