@@ -32,6 +32,8 @@ import { assertLockFits, PACKAGES_JSON, rootfsStage } from "./stages/rootfs.js";
 import { sourceDateEpoch } from "./reproducible.js";
 import { assertOsImagesPinned, osRootfsInputs, servedOsFiles, type BuiltOsImage } from "./images/os.js";
 import { controllerChartStage } from "./stages/controller-chart.js";
+import { goBuildCacheLimit, trimGoBuildCache } from "./sources/go-cache.js";
+import { formatBytes, log } from "./log.js";
 
 export interface BuildRequest {
   definition: ApplianceDefinition;
@@ -274,6 +276,7 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
   await requireFile("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin");
   const cache = stagesDir();
   stageCacheLimit(); // a bad ICN_BOOTSTRAP_STAGE_CACHE_LIMIT fails here, not after the first stage
+  goBuildCacheLimit(); // likewise ICN_BOOTSTRAP_GO_CACHE_LIMIT
   assertLockFits(definition, lock.debian);
   // Every pinned .deb, by its record, before any stage: a missing file fails here, naming each one.
   const debianFiles = await ensureLockedDebs(lock, { snapshot: request.snapshot });
@@ -304,6 +307,9 @@ export async function build(request: BuildRequest): Promise<BuildResult> {
     throw error;
   }
   const published = await publisher.commit();
+  // Every Go binary is in the artifact cache now; the compile cache behind them is 10+ GiB after a cold build.
+  const freed = await trimGoBuildCache();
+  if (freed > 0) log("build", `emptied Go's compile cache (${formatBytes(freed)}; ICN_BOOTSTRAP_GO_CACHE_LIMIT keeps more)`);
   const images: Record<string, PublishedImage> = Object.fromEntries(
     published.flatMap((p) => formats.filter((f) => p.path === target(f)).map((f) => [f, p] as const)),
   );

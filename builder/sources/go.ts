@@ -1,5 +1,6 @@
 import { execa } from "execa";
 import { UserError } from "../errors.js";
+import { goBuildCache, useGoBuildCache } from "./go-cache.js";
 
 /** The Go toolchain the builder uses: `$ICN_BOOTSTRAP_GO`, else `go` on PATH. */
 export function goBinary(): string {
@@ -25,11 +26,12 @@ export interface GoRunOptions {
 /**
  * The environment every go command of the builder runs with: no cgo (static
  * binaries), no automatic toolchain switching (the version check is ours, with a
- * clear message), no VCS stamping (module zips carry no VCS data anyway).
+ * clear message), no VCS stamping (module zips carry no VCS data anyway), the builder's
+ * own compile cache unless GOCACHE is set (go-cache.ts).
  */
 export function goEnv(extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   const goflags = [extra.GOFLAGS ?? process.env.GOFLAGS ?? "", "-buildvcs=false"].join(" ").trim();
-  return { ...process.env, CGO_ENABLED: "0", GOTOOLCHAIN: "local", ...extra, GOFLAGS: goflags };
+  return { ...process.env, CGO_ENABLED: "0", GOTOOLCHAIN: "local", GOCACHE: goBuildCache().dir, ...extra, GOFLAGS: goflags };
 }
 
 export async function goToolchain(opts: { env?: Record<string, string | undefined>; what?: string } = {}): Promise<GoToolchain> {
@@ -96,6 +98,7 @@ export async function runGo(args: string[], opts: GoRunOptions): Promise<string>
 
 /** Runs a go command and returns its output whether or not it failed. */
 export async function runGoRaw(args: string[], opts: Omit<GoRunOptions, "what">): Promise<{ ok: boolean; stdout: string; all: string; exitCode?: number }> {
+  await useGoBuildCache();
   const result = await execa(goBinary(), args, { cwd: opts.cwd, env: goEnv(opts.env), extendEnv: false, reject: false, all: true });
   if (result.exitCode === undefined && result.failed) {
     throw new UserError(
