@@ -120,6 +120,25 @@ export const ApplianceDefinition = z
       })
       .strict()
       .default({}),
+    /** Upgrading in place (docs/upgrade.md): which signatures an image of the next version must carry, how long it may take to come back healthy. */
+    upgrade: z
+      .object({
+        /** PEM public keys (ECDSA P-256) whose signature an upgrade image's build report must carry: the public half of `build --sign-key`. */
+        trustedKeys: z
+          .array(
+            z
+              .string()
+              .regex(/^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+-----END PUBLIC KEY-----\n?$/, "a PEM public key ('openssl pkey -in sign.key -pubout')"),
+          )
+          .default([]),
+        /** How long a newly written slot may take to come back healthy before the appliance boots the old one again. */
+        healthTimeout: z
+          .string()
+          .regex(/^\d+(s|m|h)$/, "a duration such as '1800s', '30m' or '1h'")
+          .default("30m"),
+      })
+      .strict()
+      .default({}),
     /** Extra overlay directories (relative to the definition file), applied after the built-in overlays/. */
     overlays: z.array(z.string().min(1)).default([]),
     /** The local registry's content (registry-seed/, images/). */

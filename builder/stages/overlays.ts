@@ -95,10 +95,20 @@ async function listOverlay({ dir, target }: OverlaySource): Promise<OverlayEntry
  * Kubernetes and the registry's images are known, the etcd and CoreDNS tags its kubeadm
  * names (kubeadmImages.etcd, kubeadmImages.coredns).
  */
+/** "90s", "30m", "1h" in seconds (the definition's durations). */
+function durationSeconds(duration: string): number {
+  const unit = { s: 1, m: 60, h: 3600 }[duration.slice(-1) as "s" | "m" | "h"];
+  return Number(duration.slice(0, -1)) * unit;
+}
+
 function templateValues(definition: ApplianceDefinition, images?: string[]) {
   const { outputs: _outputs, support: _support, ...values } = definition;
   // The first boot's shell reads the slot size as a number.
-  const withSlots = { ...values, disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) } };
+  const withSlots = {
+    ...values,
+    disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) },
+    upgrade: { ...values.upgrade, healthTimeoutSeconds: durationSeconds(values.upgrade.healthTimeout) },
+  };
   return definition.kubernetes.enabled && images ? { ...withSlots, kubeadmImages: kubeadmImageTags(images) } : withSlots;
 }
 

@@ -59,6 +59,19 @@ describe("appliance definition", () => {
     expect(errorOf(`${minimal}console:\n  serial: com1\n`)).toMatch(/console\.serial: expected a serial console/);
   });
 
+  it("takes the keys an upgrade must be signed by as PEM public keys, and the health bound as a duration", () => {
+    const key = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n";
+    expect(parseDefinition(minimal, "x.yaml").upgrade).toEqual({ trustedKeys: [], healthTimeout: "30m" });
+    expect(parseDefinition(`${minimal}upgrade:\n  trustedKeys: [${JSON.stringify(key)}]\n  healthTimeout: 1h\n`, "x.yaml").upgrade).toEqual({
+      trustedKeys: [key],
+      healthTimeout: "1h",
+    });
+    expect(errorOf(`${minimal}upgrade:\n  trustedKeys: ["-----BEGIN PRIVATE KEY-----\\nMIG\\n-----END PRIVATE KEY-----\\n"]\n`)).toMatch(
+      /upgrade\.trustedKeys\[0\]: expected a PEM public key/,
+    );
+    expect(errorOf(`${minimal}upgrade:\n  healthTimeout: soon\n`)).toMatch(/upgrade\.healthTimeout: .*a duration such as '1800s'/);
+  });
+
   it("serves extra Kubernetes versions: a release each, with its control-plane image list", () => {
     expect(errorOf(`${minimal}kubespray:\n  extraKubernetesVersions: [1.35.3]\n`)).toMatch(
       /kubespray\.extraKubernetesVersions\[0\]: expected a Kubernetes release such as v1\.35\.3/,

@@ -1,0 +1,198 @@
+/**
+ * Upgrading the appliance in place, in QEMU: version A (its qcow2) boots and lays out two
+ * system slots and a data partition; version B, a signed USB image of the same definition
+ * with one file changed, reaches it on a stick. `icn-upgrade apply` checks B (signature,
+ * report, image hash), writes it into slot b and boots it once:
+ * - the power is cut while slot b is being tried: the machine comes back on slot a by
+ *   itself, says the upgrade rolled back, and runs as before;
+ * - applied again, slot b comes back healthy and becomes the default: the same machine
+ *   (hostname, SSH host key, etcd member, a ConfigMap made before), version B's file, an
+ *   Event on the Node; a plain reboot after that stays on slot b.
+ * Run with `npm run e2e:upgrade` (about an hour under TCG; docs/upgrade.md).
+ */
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
+import { freePort } from "../../builder/registry/server.js";
+import { runCli } from "../helpers/cli.js";
+import { sshToVm } from "../helpers/ssh.js";
+import { writeDefinition } from "../helpers/definition.js";
+
+const FIRST_BOOT_S = 60 * 60;
+const LATER_BOOT_S = 40 * 60;
+const READY_SLOT = /ICN-BOOTSTRAP-READY host=(\S+) .* slot=([ab]) /;
+const MARKER = "etc/icn-bootstrap/e2e-version";
+
+let work: string;
+let key: string;
+let imageA: string;
+let stick: string;
+const consoleLines: string[] = [];
+
+/** Builds the test's definition at `version` (the marker file's content), signed. */
+async function buildVersion(version: string, format: string, out: string, publicKey: string, trusted: string): Promise<void> {
+  const definition = await writeDefinition(
+    (d) => {
+      d.access = { sshAuthorizedKeys: [publicKey] };
+      d.upgrade = { trustedKeys: [trusted] };
+    },
+    { [MARKER]: `${version}\n` },
+  );
+  const started = Date.now();
+  const build = await runCli(["build", "--definition", definition, "--format", format, "--out", out, "--sign-key", join(work, "sign.key")]);
+  expect(build.exitCode, build.all).toBe(0);
+  console.log(`version ${version} (${format}) built in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-upgrade-"));
+  key = join(work, "id_ed25519");
+  await execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+  await execa("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", join(work, "sign.key")]);
+  await execa("openssl", ["pkey", "-in", join(work, "sign.key"), "-pubout", "-out", join(work, "sign.pub")]);
+  const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
+  const trusted = await readFile(join(work, "sign.pub"), "utf8");
+  await buildVersion("A", "qcow2", join(work, "a"), publicKey, trusted);
+  imageA = join(work, "a", "icn-bootstrap.qcow2");
+  // Version B on a stick (ext4, 8 GiB sparse): the image, its report and their bundles; the build's own copies go.
+  const b = join(work, "b");
+  await buildVersion("B", "usb", b, publicKey, trusted);
+  const onStick = join(work, "stick-files");
+  await mkdir(onStick);
+  for (const file of ["icn-bootstrap.img", "icn-bootstrap.img.sigstore.json", "icn-bootstrap.report.json", "icn-bootstrap.report.json.sigstore.json"])
+    await execa("mv", [join(b, file), join(onStick, file)]);
+  stick = join(work, "stick.raw");
+  await execa("mkfs.ext4", ["-q", "-L", "ICN-UPGRADE", "-d", onStick, stick, "8G"]);
+  await rm(onStick, { recursive: true, force: true });
+}, 120 * 60_000);
+
+afterAll(async () => {
+  if (process.env.ICN_KEEP_TEST_TMP !== "1") await rm(work, { recursive: true, force: true });
+});
+
+describe("upgrading the appliance in place", () => {
+  let vm: BootResult | undefined;
+  afterAll(async () => {
+    await vm?.stop?.();
+  });
+
+  it("rolls back by itself after a power cut during the try, then upgrades and keeps the machine", { timeout: 4 * 60 * 60_000 }, async () => {
+    const sshPort = await freePort();
+    const disk = join(work, "disk.qcow2");
+    const ssh = (command: string) => sshToVm(key, sshPort, command);
+    const boot = (timeoutSeconds: number, powerCutOn?: RegExp) => {
+      consoleLines.length = 0;
+      return bootImage({
+        image: imageA,
+        firmware: "bios",
+        timeoutSeconds,
+        memoryMiB: 4096,
+        disk,
+        diskSize: "32G",
+        keepRunning: true,
+        tcgMultiThread: true,
+        hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`],
+        onLine: (line) => consoleLines.push(line),
+        extraDisks: [{ file: stick, serial: "upgrade-stick" }],
+        powerCutOn,
+      });
+    };
+    const slotOf = (result: BootResult) => READY_SLOT.exec(result.readyLine ?? "")?.[2];
+    const untilLine = async (pattern: RegExp, seconds: number) => {
+      const deadline = Date.now() + seconds * 1000;
+      while (Date.now() < deadline) {
+        const line = consoleLines.find((l) => pattern.test(l));
+        if (line) return line;
+        await new Promise((resolve) => setTimeout(resolve, 5000));
+      }
+      throw new Error(`no console line matching ${pattern} within ${seconds} s; last lines:\n${consoleLines.slice(-30).join("\n")}`);
+    };
+    const apply = async () => {
+      const started = Date.now();
+      await ssh("mkdir -p /mnt/stick && (mountpoint -q /mnt/stick || mount -o ro /dev/disk/by-id/virtio-upgrade-stick /mnt/stick)");
+      const applied = await ssh("icn-upgrade apply /mnt/stick/icn-bootstrap.img --no-reboot 2>&1");
+      console.log(`icn-upgrade apply (${((Date.now() - started) / 1000).toFixed(0)} s):\n${applied.stdout}`);
+      await ssh("umount /mnt/stick; systemctl reboot").catch(() => undefined);
+      expect(await vm!.exited!(10 * 60_000), "the appliance rebooted (QEMU exits on a reboot)").toBe(true);
+      await vm!.stop!();
+    };
+    const identity = async () => ({
+      hostname: (await ssh("hostname")).stdout.trim(),
+      hostKey: (await ssh("ssh-keygen -l -f /etc/ssh/ssh_host_ed25519_key.pub")).stdout.trim(),
+      machineId: (await ssh("cat /etc/machine-id")).stdout.trim(),
+      // The etcd cluster's and member's ids (etcd's JSON gateway, with the API server's client certificate).
+      etcdMember: JSON.parse(
+        (
+          await ssh(
+            "cd /etc/kubernetes/pki && curl -sf -X POST -d '{}' --cacert etcd/ca.crt --cert apiserver-etcd-client.crt --key apiserver-etcd-client.key https://127.0.0.1:2379/v3/cluster/member/list",
+          )
+        ).stdout,
+      ).header.member_id as string,
+      configMap: (
+        await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf -n default get configmap kept-across-upgrades -o jsonpath='{.data.made}'")
+      ).stdout.trim(),
+      version: (await ssh(`cat /${MARKER}`)).stdout.trim(),
+    });
+
+    // Version A, first boot: the slots and the data partition are laid out.
+    vm = await boot(FIRST_BOOT_S);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    console.log(`version A ready after ${vm.seconds.toFixed(0)} s (${vm.accel}): ${vm.readyLine}`);
+    expect(slotOf(vm)).toBe("a");
+    expect(consoleLines.join("\n")).toMatch(/ICN-BOOTSTRAP-LAYOUT slots on/);
+    await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf -n default create configmap kept-across-upgrades --from-literal=made=before");
+    const before = await identity();
+    expect(before.version).toBe("A");
+
+    // A stick whose image does not match its report is refused, and nothing is written.
+    const tampered = await ssh(
+      [
+        "mkdir -p /mnt/stick /run/t && mount -o ro /dev/disk/by-id/virtio-upgrade-stick /mnt/stick",
+        "cp /mnt/stick/icn-bootstrap.report.json /mnt/stick/icn-bootstrap.report.json.sigstore.json /run/t/",
+        "ln -sf /mnt/stick/icn-bootstrap.img /run/t/icn-bootstrap.img",
+        'sed -i \'0,/"name"/s/"name"/"Name"/\' /run/t/icn-bootstrap.report.json',
+        "icn-upgrade apply /run/t/icn-bootstrap.img --no-reboot 2>&1; echo exit=$?; umount /mnt/stick",
+      ].join(" && "),
+    );
+    console.log(`a report changed by one letter:\n${tampered.stdout}`);
+    expect(tampered.stdout).toMatch(/FAIL +report signature/);
+    expect(tampered.stdout).toMatch(/nothing was written/);
+    expect(tampered.stdout).toMatch(/exit=1/);
+    expect((await ssh("icn-upgrade status")).stdout).not.toMatch(/"phase": "trying"/);
+
+    // Written into slot b; the power is cut while slot b is being tried.
+    await apply();
+    vm = await boot(LATER_BOOT_S, /slot b is being tried/);
+    expect(vm.powerCut, consoleLines.slice(-30).join("\n")).toBe(true);
+    await vm.stop?.();
+    vm = await boot(LATER_BOOT_S);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    expect(slotOf(vm)).toBe("a");
+    console.log(await untilLine(/ICN-BOOTSTRAP-UPGRADE rolled-back slot=a/, 15 * 60));
+    expect(JSON.parse((await ssh("icn-upgrade status")).stdout).upgrade.phase).toBe("rolled-back");
+    expect(await identity()).toEqual(before);
+
+    // Applied again: slot b comes back healthy and becomes the default.
+    await apply();
+    vm = await boot(LATER_BOOT_S);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    expect(slotOf(vm)).toBe("b");
+    const confirmed = await untilLine(/ICN-BOOTSTRAP-UPGRADE (succeeded|failed)/, 30 * 60);
+    console.log(`slot b ready after ${vm.seconds.toFixed(0)} s; ${confirmed}`);
+    expect(confirmed).toMatch(/succeeded slot=b default_slot=b/);
+    const after = await identity();
+    expect(after).toEqual({ ...before, version: "B" });
+    expect((await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf describe node")).stdout).toMatch(/UpgradeSucceeded/);
+
+    // A plain reboot stays on slot b.
+    await ssh("systemctl reboot").catch(() => undefined);
+    expect(await vm.exited!(10 * 60_000)).toBe(true);
+    await vm.stop!();
+    vm = await boot(LATER_BOOT_S);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    expect(slotOf(vm)).toBe("b");
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * overlays/usr/lib/icn-bootstrap/upgrade (icn-upgrade), the parts that need no booted
+ * appliance: the GRUB environment block it writes is the one the build writes and GRUB's
+ * slot selector reads; the registry tags each version ships are listed from a storage
+ * tree; the running version's shipped files that the new slot lacks are carried into the
+ * registry (and nothing the new slot or the pushed layer has is touched); a bad image
+ * argument is refused naming the fix. The boot-time halves run in `npm run e2e:upgrade`.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { grubenvBlock } from "../../builder/disk/grub.js";
+import { parseDefinition } from "../../builder/definition.js";
+import { BUILTIN_OVERLAYS, renderOverlayTemplate } from "../../builder/stages/overlays.js";
+
+const UPGRADE = new URL("../../overlays/usr/lib/icn-bootstrap/upgrade", import.meta.url).pathname;
+let work: string;
+
+/** Runs Python with the script loaded as module `u` (its constants may be overridden first). */
+async function py(code: string): Promise<string> {
+  const prelude = [
+    "import importlib.machinery, importlib.util, json, sys",
+    `loader = importlib.machinery.SourceFileLoader("u", ${JSON.stringify(UPGRADE)})`,
+    "spec = importlib.util.spec_from_loader('u', loader)",
+    "u = importlib.util.module_from_spec(spec)",
+    "loader.exec_module(u)",
+  ].join("\n");
+  const { stdout } = await execa("python3", ["-c", `${prelude}\n${code}`]);
+  return stdout;
+}
+
+async function tree(root: string, files: Record<string, string>): Promise<void> {
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(join(root, path, ".."), { recursive: true });
+    await writeFile(join(root, path), content);
+  }
+}
+
+const REPOS = "docker/registry/v2/repositories";
+const BLOBS = "docker/registry/v2/blobs/sha256";
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "icn-upgrade-state-"));
+});
+afterAll(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+describe("icn-upgrade", () => {
+  it("writes the GRUB environment block byte for byte as the build does, and reads it back", async () => {
+    const variables = { default_slot: "a", try_slot: "b" };
+    const written = await py(`sys.stdout.write(u.grubenv_block(${JSON.stringify(variables)}).hex())`);
+    expect(Buffer.from(written, "hex").equals(grubenvBlock(variables))).toBe(true);
+    const read = await py(
+      `print(json.dumps(u.parse_grubenv(bytes.fromhex(${JSON.stringify(grubenvBlock({ default_slot: "b", try_slot: "" }).toString("hex"))}))))`,
+    );
+    expect(JSON.parse(read)).toEqual({ default_slot: "b", try_slot: "" });
+  });
+
+  it("lists the tags a registry storage tree ships, nested repositories included", async () => {
+    const storage = join(work, "shipped");
+    await tree(storage, {
+      [`${REPOS}/pause/_manifests/tags/3.10/current/link`]: "sha256:aaa",
+      [`${REPOS}/metal3-io/baremetal-operator/_manifests/tags/v1/current/link`]: "sha256:bbb",
+      [`${REPOS}/metal3-io/baremetal-operator/_layers/sha256/ccc/link`]: "sha256:ccc",
+    });
+    const tags = JSON.parse(await py(`print(json.dumps(u.shipped_tags(${JSON.stringify(storage)})))`));
+    expect(tags).toEqual([
+      ["metal3-io/baremetal-operator", "v1", "sha256:bbb"],
+      ["pause", "3.10", "sha256:aaa"],
+    ]);
+  });
+
+  it("carries the running version's shipped files that the new slot lacks, and nothing else", async () => {
+    const running = join(work, "running");
+    const next = join(work, "next");
+    const registry = join(work, "registry");
+    const pushed = join(work, "pushed");
+    const old = {
+      [`${REPOS}/bpa/_manifests/tags/1.0/current/link`]: "sha256:old",
+      [`${BLOBS}/ol/old/data`]: "old image",
+      [`${BLOBS}/sh/shared/data`]: "shared",
+    };
+    await tree(running, old);
+    await tree(next, { [`${REPOS}/bpa/_manifests/tags/2.0/current/link`]: "sha256:new", [`${BLOBS}/sh/shared/data`]: "shared" });
+    // The registry as it is seen while the old slot runs: its own tree (the overlay's lower layer).
+    await tree(registry, old);
+    await tree(pushed, { [`${BLOBS}/pu/pushed/data`]: "pushed" });
+    await writeFile(join(registry, BLOBS, "sh/shared/data"), "must stay as it is");
+    const carried = JSON.parse(
+      await py(
+        [
+          `u.REGISTRY = ${JSON.stringify(registry)}`,
+          `u.REGISTRY_PUSHED = ${JSON.stringify(pushed)}`,
+          `u.run = lambda args, check=True, **kw: None`,
+          `print(json.dumps(u.carry_shipped_content(${JSON.stringify(running)}, ${JSON.stringify(next)})))`,
+        ].join("\n"),
+      ),
+    );
+    expect(carried).toEqual([2, "sha256:old".length + "old image".length]);
+    expect(await readFile(join(registry, BLOBS, "ol/old/data"), "utf8")).toBe("old image");
+    expect(await readFile(join(registry, BLOBS, "sh/shared/data"), "utf8")).toBe("must stay as it is");
+    const { stdout } = await execa("find", [registry, "-name", ".icn-carry-*"]);
+    expect(stdout).toBe("");
+  });
+
+  it("gets the definition's trusted keys one PEM after another, and the health bound in seconds", async () => {
+    const pem = (body: string) => `-----BEGIN PUBLIC KEY-----\n${body}\n-----END PUBLIC KEY-----\n`;
+    const definition = parseDefinition(
+      `name: t\ndebian:\n  suite: trixie\nupgrade:\n  trustedKeys: [${JSON.stringify(pem("AAAA"))}, ${JSON.stringify(pem("BBBB"))}]\n  healthTimeout: 45m\n`,
+      "t.yaml",
+    );
+    const keys = await renderOverlayTemplate(join(BUILTIN_OVERLAYS, "etc/icn-bootstrap/upgrade/trusted-keys.pem.hbs"), definition);
+    const env = await renderOverlayTemplate(join(BUILTIN_OVERLAYS, "etc/icn-bootstrap/appliance.env.hbs"), definition);
+    expect(env).toMatch(/^ICN_UPGRADE_HEALTH_TIMEOUT_S=2700$/m);
+    // The script splits them into a file per key (openssl reads only the first key of a file).
+    const bundle = join(work, "trusted-keys.pem");
+    await writeFile(bundle, keys);
+    const files = JSON.parse(
+      await py(
+        `u.TRUSTED_KEYS = ${JSON.stringify(bundle)}\nu.WORK = ${JSON.stringify(join(work, "run"))}\nprint(json.dumps([open(p).read() for p in u.trusted_keys()]))`,
+      ),
+    );
+    expect(files).toEqual([pem("AAAA"), pem("BBBB")]);
+  });
+
+  it("refuses an image that is not a build's USB image, or has no report beside it, naming the fix", async () => {
+    const qcow2 = join(work, "icn-bootstrap.qcow2");
+    await writeFile(qcow2, "");
+    const img = join(work, "icn-bootstrap.img");
+    await writeFile(img, "");
+    const refusal = async (image: string) =>
+      (await py(`try:\n    u.locate(${JSON.stringify(image)}, None)\n    print("accepted")\nexcept u.Refused as e:\n    print(e)`)).trim();
+    expect(await refusal(qcow2)).toMatch(/give the USB image \(\.img\) of a build/);
+    expect(await refusal(img)).toMatch(/icn-bootstrap\.report\.json: no such file; the build report vouches for the image/);
+    expect(await refusal("not-uploaded.img")).toMatch(/no appliance image of that name was uploaded .*upload it \(kind appliance-image\)/);
+    await writeFile(join(work, "icn-bootstrap.report.json"), "{}");
+    expect(await refusal(img)).toBe("accepted");
+  });
+});
