@@ -56,7 +56,7 @@ describe("site.yaml validation", () => {
     const { code, lines } = await py("check", bad);
     expect(code).toBe(3);
     expect(lines).toEqual([
-      "extra: unknown key (known here: version, hostname, network, provisioning, access, install)",
+      "extra: unknown key (known here: version, hostname, network, provisioning, access, install, upgrade)",
       "hostname: expected a host name (lowercase letters, digits and '-', at most 63), got 'Site_A'",
       "network.dhcp: expected true or false, got 'yes'",
       "network.interfaces[0].address: 10.10.0.0 is the network address of 10.10.0.0/24",
@@ -82,6 +82,21 @@ describe("site.yaml validation", () => {
       "install.wipe: expected true or false, got 'yes'",
     ]);
     expect((await py("check", await site("install: {wipe: true}\n"))).lines[0]).toMatch(/^install\.disk: missing/);
+  });
+
+  it("takes the public keys an upgrade may be signed by, and refuses a private key naming the fix", async () => {
+    const pem = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n";
+    const root = join(work, "root-upgrade");
+    const dir = await site(`upgrade:\n  trustedKeys:\n    - |\n${pem.replace(/^/gm, "      ").trimEnd()}\n`);
+    expect((await py("check", dir)).code).toBe(0);
+    expect((await py("apply", dir, "--root", root)).code).toBe(0);
+    expect(await readFile(join(root, "etc/icn-bootstrap/site/upgrade-trusted-keys.pem"), "utf8")).toBe(pem);
+    expect((await py("apply", await site("version: 1\n"), "--root", root)).code).toBe(0);
+    expect(await readdir(join(root, "etc/icn-bootstrap/site"))).not.toContain("upgrade-trusted-keys.pem");
+    const secret = await site('upgrade:\n  trustedKeys: ["-----BEGIN PRIVATE KEY-----\\nMIGH\\n-----END PRIVATE KEY-----\\n"]\n');
+    expect((await py("check", secret)).lines).toEqual([
+      "upgrade.trustedKeys[0]: this is a private key: give its public half (openssl pkey -in sign.key -pubout), and keep the private key off the site partition",
+    ]);
   });
 
   it("reports YAML syntax errors and duplicate keys with their line", async () => {

@@ -65,6 +65,15 @@ version: 1
 #   sshAuthorizedKeys:
 #     - ssh-ed25519 AAAAC3Nza... admin@laptop
 
+# Upgrading in place (icn-upgrade): public keys (PEM, ECDSA P-256) whose signature an
+# upgrade image's build report may carry, besides those the image itself trusts.
+# upgrade:
+#   trustedKeys:
+#     - |
+#       -----BEGIN PUBLIC KEY-----
+#       MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...
+#       -----END PUBLIC KEY-----
+
 # Install to the server's internal disk at the first boot from the stick, then reboot
 # from it (the stick can then be removed). A disk that is not empty is refused unless
 # wipe is true. `disk` is a device path or a part of its /dev/disk/by-id name.
@@ -132,6 +141,7 @@ DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\.[a-z0-9]
 INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$")
+PUBLIC_KEY_PEM = re.compile(r"^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+-----END PUBLIC KEY-----\n?$")
 INSTALL_DISK = re.compile(r"^(/dev/[A-Za-z0-9._:/+-]+|[A-Za-z0-9._:+-]+)$")
 K8S_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 K8S_LABEL = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -223,15 +233,23 @@ def ssh_key(errors, path, value):
     return value
 
 
+def public_key(errors, path, value):
+    """A PEM public key (the public half of the key the builds are signed with)."""
+    if isinstance(value, str) and "PRIVATE KEY" in value:
+        errors.add(path, "this is a private key: give its public half (openssl pkey -in sign.key -pubout), and keep the private key off the site partition")
+        return None
+    return string(errors, path, value, PUBLIC_KEY_PEM, "a PEM public key (-----BEGIN PUBLIC KEY----- ... -----END PUBLIC KEY-----)")
+
+
 def check_settings(data):
     """The validated settings (defaults filled in) and the list of errors."""
     errors = Errors()
     if data is None:
         data = {}
-    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install"])
+    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install", "upgrade"])
     if top is None:
         return None, errors
-    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None}
+    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None, "upgradeTrustedKeys": []}
     if "version" in top and top["version"] != 1:
         errors.add("version", f"this appliance reads version 1, got {top['version']!r}")
     if "hostname" in top:
@@ -293,6 +311,10 @@ def check_settings(data):
         access = mapping(errors, "access", top["access"], ["sshAuthorizedKeys"]) or {}
         if "sshAuthorizedKeys" in access:
             settings["sshAuthorizedKeys"] = string_list(errors, "access.sshAuthorizedKeys", access["sshAuthorizedKeys"], lambda p, v: ssh_key(errors, p, v))
+    if "upgrade" in top:
+        upgrade = mapping(errors, "upgrade", top["upgrade"], ["trustedKeys"]) or {}
+        if "trustedKeys" in upgrade:
+            settings["upgradeTrustedKeys"] = string_list(errors, "upgrade.trustedKeys", upgrade["trustedKeys"], lambda p, v: public_key(errors, p, v))
     if "install" in top:
         install = mapping(errors, "install", top["install"], ["disk", "wipe"])
         if install is not None:
@@ -517,6 +539,8 @@ def config_files(settings):
         files["etc/chrony/sources.d/icn-site.sources"] = GENERATED + "".join(f"server {s} iburst\n" for s in settings["ntp"])
     if settings["sshAuthorizedKeys"]:
         files["etc/icn-bootstrap/site/authorized_keys"] = "".join(f"{k}\n" for k in settings["sshAuthorizedKeys"])
+    if settings["upgradeTrustedKeys"]:
+        files["etc/icn-bootstrap/site/upgrade-trusted-keys.pem"] = "".join(k if k.endswith("\n") else k + "\n" for k in settings["upgradeTrustedKeys"])
     if settings["hostname"]:
         files["etc/icn-bootstrap/site/hostname"] = settings["hostname"] + "\n"
     env = GENERATED
@@ -528,7 +552,7 @@ def config_files(settings):
 
 
 # Every path a site may write: apply removes those the current settings do not make.
-MANAGED_GLOBS = ["etc/systemd/network/0[78]-icn-site-*.network", "etc/systemd/network/19-icn-site-no-dhcp.network", "etc/systemd/resolved.conf.d/icn-site.conf", "etc/chrony/sources.d/icn-site.sources", "etc/icn-bootstrap/site/authorized_keys", "etc/icn-bootstrap/site/hostname", "etc/icn-bootstrap/site/site.env"]
+MANAGED_GLOBS = ["etc/systemd/network/0[78]-icn-site-*.network", "etc/systemd/network/19-icn-site-no-dhcp.network", "etc/systemd/resolved.conf.d/icn-site.conf", "etc/chrony/sources.d/icn-site.sources", "etc/icn-bootstrap/site/authorized_keys", "etc/icn-bootstrap/site/upgrade-trusted-keys.pem", "etc/icn-bootstrap/site/hostname", "etc/icn-bootstrap/site/site.env"]
 
 
 def apply(settings, root):
