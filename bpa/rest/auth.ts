@@ -38,6 +38,9 @@ export const LIST_UPLOADS: Permission = { verb: "list", resource: "uploads" };
 export const REPLACE_OTHERS_UPLOADS: Permission = { verb: "update", resource: "uploads" };
 /** Uploading an appliance image for an upgrade: only the ClusterRole bpa-api-appliance-admin grants it, never bpa-api-uploader. */
 export const UPLOAD_APPLIANCE_IMAGES: Permission = { verb: "create", resource: "applianceimages" };
+/** Asking the appliance to upgrade itself to an uploaded appliance image, and reading how it went: bpa-api-appliance-admin only. */
+export const UPGRADE_APPLIANCE: Permission = { verb: "create", resource: "applianceupgrades" };
+export const READ_APPLIANCE_UPGRADE: Permission = { verb: "get", resource: "applianceupgrades" };
 export const LIST_PROVISIONINGS: Permission = { verb: "list", resource: "provisionings", clusterWide: true };
 export const LIST_HOSTS: Permission = { verb: "list", resource: "baremetalhosts", group: "metal3.io", clusterWide: true };
 

@@ -12,6 +12,7 @@ import { loadApiConfig, type ApiConfig } from "./config.js";
 import { RegistryClient } from "./registry.js";
 import { ApiServer, UPLOADS_PATH } from "./server.js";
 import { Store } from "./store.js";
+import { ApplianceUpgrades } from "./appliance-upgrade.js";
 import { Uploads } from "./uploads.js";
 
 export const API_HELP = `bpa api — the BPA's REST API: resumable uploads (tus), install status, status page
@@ -72,8 +73,9 @@ export interface RunningApi {
 export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): Promise<RunningApi> {
   const clients = makeClients(kc);
   const auth = new Authenticator(kc, config.namespace, config.tokenAudience);
+  const store = new Store(config.stateDir);
   const uploads = new Uploads({
-    store: new Store(config.stateDir),
+    store,
     path: UPLOADS_PATH,
     maxUploadBytes: config.maxUploadBytes,
     reserveBytes: config.reserveBytes,
@@ -89,6 +91,7 @@ export async function startApi(kc: KubeConfig, config: ApiConfig, log: Logger): 
   await uploads.start();
   const server = new ApiServer({
     uploads,
+    upgrades: new ApplianceUpgrades(store.applianceUpgrade),
     filesBase: (host) => filesBase(config, host),
     auth,
     clients,

@@ -224,6 +224,31 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       "/api/v1/hosts": { get: { summary: "BareMetalHosts (empty without Metal3's CRD)", responses: { ...list("#/components/schemas/Host"), ...authErrors } } },
+      "/api/v1/appliance/upgrade": {
+        get: {
+          summary:
+            "The upgrade request the appliance has not taken yet (pending) and the last upgrade's state as the appliance reports it (icn-upgrade status): get on applianceupgrades",
+          responses: { "200": { description: "{pending, state}", content: { "application/json": { schema: { type: "object" } } } }, ...authErrors },
+        },
+        post: {
+          summary:
+            'Ask the appliance to upgrade itself to an uploaded appliance image: body {"image": "NAME.img"}; NAME.report.json and NAME.report.json.sigstore.json must be uploaded too. The appliance checks the signatures with the keys it trusts before writing anything (docs/upgrade.md): create on applianceupgrades (ClusterRole bpa-api-appliance-admin)',
+          responses: {
+            "202": { description: "Requested: the appliance takes it within seconds; GET follows it" },
+            "400": { ...error, description: "No image name, or not a USB image's name" },
+            "409": {
+              ...error,
+              description: "The image, its report or the report's signature was not uploaded; or an upgrade is already requested or under way",
+            },
+            "413": { ...error, description: "A body larger than 4 KiB" },
+            ...authErrors,
+          },
+        },
+        delete: {
+          summary: "Withdraw a request the appliance has not taken yet: create on applianceupgrades",
+          responses: { "200": { description: "Withdrawn" }, "404": { ...error, description: "No request is waiting" }, ...authErrors },
+        },
+      },
     },
   };
 }

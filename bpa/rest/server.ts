@@ -10,7 +10,18 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import type { BuiltOsImage } from "../../common/os-images.js";
 import { errorMessage, statusCode, type Clients } from "../runtime/kube.js";
 import type { Logger } from "../runtime/log.js";
-import { LIST_HOSTS, LIST_PROVISIONINGS, LIST_UPLOADS, UPLOAD, type Authenticator, type Caller, type Permission } from "./auth.js";
+import {
+  LIST_HOSTS,
+  LIST_PROVISIONINGS,
+  LIST_UPLOADS,
+  READ_APPLIANCE_UPGRADE,
+  UPGRADE_APPLIANCE,
+  UPLOAD,
+  type Authenticator,
+  type Caller,
+  type Permission,
+} from "./auth.js";
+import { readRequestBody, upgradeRequest, type ApplianceUpgrades } from "./appliance-upgrade.js";
 import { listBuiltOsImages } from "./owners.js";
 import { RequestError } from "../../common/uploads.js";
 import { openApiDocument } from "./openapi.js";
@@ -21,6 +32,7 @@ import type { Uploads } from "./uploads.js";
 
 export const API = "/api/v1";
 export const UPLOADS_PATH = `${API}/uploads`;
+export const APPLIANCE_UPGRADE_PATH = `${API}/appliance/upgrade`;
 /**
  * An upload's URL exactly as its creation's Location gives it. tus takes the id from the
  * last segment of the whole URL, query included: any other form (`ID?x=/OTHER`, `ID;/OTHER`,
@@ -38,6 +50,9 @@ export const ROUTES = [
   { method: "GET", path: `${API}/os-images`, auth: "list uploads" },
   { method: "GET", path: `${API}/provisionings`, auth: "list provisionings" },
   { method: "GET", path: `${API}/hosts`, auth: "list baremetalhosts" },
+  { method: "GET", path: `${API}/appliance/upgrade`, auth: "get applianceupgrades" },
+  { method: "POST", path: `${API}/appliance/upgrade`, auth: "create applianceupgrades" },
+  { method: "DELETE", path: `${API}/appliance/upgrade`, auth: "create applianceupgrades" },
   { method: "OPTIONS", path: `${API}/uploads`, auth: "none" },
   { method: "POST", path: `${API}/uploads`, auth: "create uploads" },
   { method: "HEAD", path: `${API}/uploads/{id}`, auth: "create uploads" },
@@ -47,6 +62,8 @@ export const ROUTES = [
 
 export interface ApiServerOptions {
   uploads: Uploads;
+  /** Upgrade requests for the host, and the host's mirror of the upgrade's state. */
+  upgrades: ApplianceUpgrades;
   /** The file server's base URL for a request's Host header. */
   filesBase: (host: string | undefined) => string;
   auth: Authenticator;
@@ -147,6 +164,28 @@ export class ApiServer {
     return caller;
   }
 
+  /** GET: the pending request and the last upgrade's state; POST {"image": NAME}: ask for an upgrade; DELETE: withdraw a request not taken yet. */
+  private async applianceUpgrade(req: IncomingMessage, res: ServerResponse, method: string): Promise<void> {
+    const upgrades = this.o.upgrades;
+    if (method === "GET") {
+      await this.check(req, READ_APPLIANCE_UPGRADE);
+      return sendJson(res, 200, { pending: (await upgrades.pending()) ?? null, state: (await upgrades.state()) ?? null });
+    }
+    if (method === "POST") {
+      const caller = await this.check(req, UPGRADE_APPLIANCE);
+      const request = upgradeRequest(await readRequestBody(req), await this.o.uploads.list(), caller.username);
+      await upgrades.request(request);
+      this.o.log.info("appliance upgrade requested", { image: request.image, by: caller.username });
+      return sendJson(res, 202, { pending: request, state: (await upgrades.state()) ?? null });
+    }
+    if (method === "DELETE") {
+      await this.check(req, UPGRADE_APPLIANCE);
+      if (!(await upgrades.withdraw())) throw new RequestError(404, "no upgrade request is waiting (one the appliance has taken cannot be withdrawn)");
+      return sendJson(res, 200, { pending: null, state: (await upgrades.state()) ?? null });
+    }
+    throw new RequestError(405, `${method} ${APPLIANCE_UPGRADE_PATH} is not supported: GET, POST or DELETE`);
+  }
+
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://localhost");
     const path = url.pathname.replace(/\/+$/, "") || "/";
@@ -175,6 +214,7 @@ export class ApiServer {
       if (owner !== caller.username) throw new RequestError(403, `upload ${id} belongs to ${owner || "another user"}, not to ${caller.username}`);
       return this.o.uploads.handle(req, res, caller, id);
     }
+    if (path === APPLIANCE_UPGRADE_PATH) return this.applianceUpgrade(req, res, method);
     if (method !== "GET" && method !== "HEAD") throw new RequestError(405, `${method} ${path} is not supported: see /openapi.json`);
     switch (path) {
       case "/healthz":

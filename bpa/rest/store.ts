@@ -9,6 +9,8 @@
  *   appliance-images/    what an upgrade of the appliance reads (images, reports, their
  *                        signatures), with .sha256 files; never served
  *   records/<id>.json    the outcome of every finished upload (published, rejected, failed)
+ *   appliance-upgrade/   an upgrade request for the host (request.json) and the host's
+ *                        mirror of the upgrade's state (state.json)
  *
  * All on one file system, so that publishing is a rename: a file appears under its final
  * name complete and verified, or not at all.
@@ -25,6 +27,7 @@ export class Store {
   readonly published: string;
   readonly records: string;
   readonly applianceImages: string;
+  readonly applianceUpgrade: string;
 
   constructor(readonly root: string) {
     this.incoming = join(root, "incoming");
@@ -32,10 +35,19 @@ export class Store {
     this.published = join(root, "published");
     this.records = join(root, "records");
     this.applianceImages = join(root, "appliance-images");
+    this.applianceUpgrade = join(root, "appliance-upgrade");
   }
 
   async init(): Promise<void> {
-    for (const dir of [this.incoming, this.work, join(this.published, "uploads"), join(this.published, "os-images"), this.records, this.applianceImages]) {
+    for (const dir of [
+      this.incoming,
+      this.work,
+      join(this.published, "uploads"),
+      join(this.published, "os-images"),
+      this.records,
+      this.applianceImages,
+      this.applianceUpgrade,
+    ]) {
       await mkdir(dir, { recursive: true, mode: 0o755 }).catch((error: NodeJS.ErrnoException) => {
         throw new Error(
           `cannot use the upload store ${this.root} (${error.code ?? error.message}) as uid ${process.getuid?.()}: ` +

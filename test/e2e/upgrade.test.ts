@@ -5,9 +5,11 @@
  * report, image hash), writes it into slot b and boots it once:
  * - the power is cut while slot b is being tried: the machine comes back on slot a by
  *   itself, says the upgrade rolled back, and runs as before;
- * - applied again, slot b comes back healthy and becomes the default: the same machine
- *   (hostname, SSH host key, etcd member, a ConfigMap made before), version B's file, an
- *   Event on the Node; a plain reboot after that stays on slot b.
+ * - asked for again through the REST API (the files uploaded with tus by an administrator's
+ *   token, then POST /api/v1/appliance/upgrade), slot b comes back healthy and becomes the
+ *   default: the same machine (hostname, SSH host key, etcd member, a ConfigMap made
+ *   before), version B's file, an Event on the Node, the REST API's view of the state; a
+ *   plain reboot after that stays on slot b.
  * Run with `npm run e2e:upgrade` (about an hour under TCG; docs/upgrade.md).
  */
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
@@ -25,6 +27,31 @@ const FIRST_BOOT_S = 60 * 60;
 const LATER_BOOT_S = 40 * 60;
 const READY_SLOT = /ICN-BOOTSTRAP-READY host=(\S+) .* slot=([ab]) /;
 const MARKER = "etc/icn-bootstrap/e2e-version";
+/**
+ * On the appliance: an administrator's token (a ServiceAccount bound to
+ * bpa-api-appliance-admin), the stick's files uploaded through the REST API with tus (curl
+ * streams each in one PATCH), then the upgrade asked for. Prints the seconds the uploads took.
+ */
+const UPGRADE_THROUGH_REST = [
+  "set -eu",
+  'K="kubectl --kubeconfig /etc/kubernetes/admin.conf"',
+  "$K -n bpa-system get serviceaccount e2e-ops >/dev/null 2>&1 || $K -n bpa-system create serviceaccount e2e-ops >/dev/null",
+  "$K -n bpa-system get rolebinding e2e-ops >/dev/null 2>&1 || $K -n bpa-system create rolebinding e2e-ops --clusterrole=bpa-api-appliance-admin --serviceaccount=bpa-system:e2e-ops >/dev/null",
+  "TOKEN=$($K -n bpa-system create token e2e-ops --audience icn-bpa-api --duration 3h)",
+  'echo "$TOKEN" > /root/e2e-ops.token',
+  "API=https://bootstrap.icn:30443",
+  "CA=/etc/icn-bootstrap/pki/registry-ca.crt",
+  "started=$(date +%s)",
+  "for f in icn-bootstrap.img icn-bootstrap.report.json icn-bootstrap.report.json.sigstore.json; do",
+  "  sum=$(sha256sum /mnt/stick/$f | cut -d' ' -f1); size=$(stat -c %s /mnt/stick/$f)",
+  '  meta="kind $(printf appliance-image | base64 -w0),name $(printf e2e/$f | base64 -w0),sha256 $(printf $sum | base64 -w0)"',
+  '  loc=$(curl -sS --fail --cacert $CA -H "Authorization: Bearer $TOKEN" -H "Tus-Resumable: 1.0.0" -H "Upload-Length: $size" -H "Upload-Metadata: $meta" -X POST -D - -o /dev/null $API/api/v1/uploads | sed -n "s/^[Ll]ocation: *//p" | tr -d "\\r")',
+  '  case "$loc" in http*) ;; *) loc="$API$loc" ;; esac',
+  '  curl -sS --fail-with-body --cacert $CA -H "Authorization: Bearer $TOKEN" -H "Tus-Resumable: 1.0.0" -H "Upload-Offset: 0" -H "Content-Type: application/offset+octet-stream" -X PATCH -T /mnt/stick/$f "$loc" >/dev/null',
+  "done",
+  "echo uploaded in $(( $(date +%s) - started )) s",
+  'curl -sS --fail-with-body --cacert $CA -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -X POST -d \'{"image":"e2e/icn-bootstrap.img"}\' $API/api/v1/appliance/upgrade',
+].join("\n");
 
 let work: string;
 let key: string;
@@ -175,8 +202,15 @@ describe("upgrading the appliance in place", () => {
     expect(JSON.parse((await ssh("icn-upgrade status")).stdout).upgrade.phase).toBe("rolled-back");
     expect(await identity()).toEqual(before);
 
-    // Applied again: slot b comes back healthy and becomes the default.
-    await apply();
+    // Asked for again, through the REST API: slot b comes back healthy and becomes the default.
+    const asked = Date.now();
+    await ssh("mkdir -p /mnt/stick && (mountpoint -q /mnt/stick || mount -o ro /dev/disk/by-id/virtio-upgrade-stick /mnt/stick)");
+    const requested = await ssh(UPGRADE_THROUGH_REST);
+    console.log(`through the REST API:\n${requested.stdout}`);
+    expect(requested.stdout).toMatch(/"image": "e2e\/icn-bootstrap\.img"/);
+    expect(await vm.exited!(40 * 60_000), "the appliance took the request, wrote slot b and rebooted").toBe(true);
+    console.log(`from the request to the reboot: ${((Date.now() - asked) / 1000).toFixed(0)} s`);
+    await vm.stop!();
     vm = await boot(LATER_BOOT_S);
     expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
     expect(slotOf(vm)).toBe("b");
@@ -186,6 +220,14 @@ describe("upgrading the appliance in place", () => {
     const after = await identity();
     expect(after).toEqual({ ...before, version: "B" });
     expect((await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf describe node")).stdout).toMatch(/UpgradeSucceeded/);
+    const seen = await ssh(
+      'curl -sS --fail --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H "Authorization: Bearer $(cat /root/e2e-ops.token)" https://bootstrap.icn:30443/api/v1/appliance/upgrade',
+    );
+    expect(JSON.parse(seen.stdout)).toMatchObject({
+      pending: null,
+      state: { phase: "succeeded", from: "a", to: "b", requestedBy: expect.stringContaining("e2e-ops") },
+    });
+    console.log(`data partition: ${(await ssh("df -h --output=size,used /var/lib/icn-data | tail -n1")).stdout.trim()}`);
 
     // A plain reboot stays on slot b.
     await ssh("systemctl reboot").catch(() => undefined);

@@ -6,7 +6,7 @@
  * registry (and nothing the new slot or the pushed layer has is touched); a bad image
  * argument is refused naming the fix. The boot-time halves run in `npm run e2e:upgrade`.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -124,6 +124,59 @@ describe("icn-upgrade", () => {
       ),
     );
     expect(files).toEqual([pem("AAAA"), pem("BBBB")]);
+  });
+
+  it("takes a REST API request once: copies the files out of the pod's reach (no symlink), then applies; a bad request is refused and recorded", async () => {
+    const root = join(work, "request");
+    const uploaded = join(root, "store", "appliance-images");
+    const api = join(root, "store", "appliance-upgrade");
+    await tree(uploaded, {
+      "2026.12/icn-bootstrap.img": "image bytes",
+      "2026.12/icn-bootstrap.report.json": "{}",
+      "2026.12/icn-bootstrap.report.json.sigstore.json": "{}",
+    });
+    await mkdir(api, { recursive: true });
+    const run = (request: unknown) =>
+      writeFile(join(api, "request.json"), JSON.stringify(request)).then(() =>
+        py(
+          [
+            `u.UPLOADED = ${JSON.stringify(uploaded)}`,
+            `u.API_UPGRADE = ${JSON.stringify(api)}`,
+            `u.STATE_DIR = ${JSON.stringify(join(root, "state"))}`,
+            `u.STATE = ${JSON.stringify(join(root, "state", "state.json"))}`,
+            `u.INCOMING = ${JSON.stringify(join(root, "state", "incoming"))}`,
+            "u.say = lambda m: None",
+            "u.event = lambda *a, **k: None",
+            "seen = {}",
+            "def fake_apply(args):",
+            "    seen['image'] = open(args.image).read()",
+            "    seen['report'] = args.report",
+            "    seen['by'] = args.requested_by",
+            "u.apply = fake_apply",
+            "try:",
+            "    u.request(None)",
+            "except u.Refused as e:",
+            "    seen['refused'] = str(e)",
+            "print(json.dumps(seen))",
+          ].join("\n"),
+        ),
+      );
+    const taken = JSON.parse(await run({ image: "2026.12/icn-bootstrap.img", requestedBy: "ops" }));
+    expect(taken).toEqual({ image: "image bytes", report: join(root, "state", "incoming", "icn-bootstrap.report.json"), by: "ops" });
+    expect(await readdir(api)).not.toContain("request.json");
+    expect(await readdir(join(root, "state"))).not.toContain("incoming");
+
+    // The pod swapped the image for a link to a host file: refused, recorded, nothing read through it.
+    await rm(join(uploaded, "2026.12/icn-bootstrap.img"));
+    await symlink("/etc/hostname", join(uploaded, "2026.12/icn-bootstrap.img"));
+    const linked = JSON.parse(await run({ image: "2026.12/icn-bootstrap.img", requestedBy: "ops" }));
+    expect(linked.refused).toMatch(/the uploaded 2026\.12\/icn-bootstrap\.img cannot be read as a regular file/);
+    expect(linked.image).toBeUndefined();
+    const mirrored = JSON.parse(await readFile(join(api, "state.json"), "utf8"));
+    expect(mirrored).toMatchObject({ phase: "refused", requestedBy: "ops" });
+    const named = JSON.parse(await run({ image: "../../etc/shadow.img" }));
+    expect(named.refused).toMatch(/the request names no USB image of a build/);
+    expect(await readdir(api)).not.toContain("request.json");
   });
 
   it("refuses an image that is not a build's USB image, or has no report beside it, naming the fix", async () => {

@@ -4,11 +4,14 @@
  * granted update on uploads) is refused with 403 naming the ClusterRole to bind, before a
  * byte is stored; a token bound to bpa-api-appliance-admin uploads, and the file lands
  * with its .sha256 in the store's appliance-images/, outside the tree the file server
- * serves. Only the build's outputs an upgrade reads are taken as names.
+ * serves. Only the build's outputs an upgrade reads are taken as names. Asking the
+ * appliance to upgrade (POST /api/v1/appliance/upgrade) is the administrator's too: it
+ * leaves a request for the host only when the image, its report and the report's
+ * signature were all uploaded, one request at a time, and GET shows the host's state.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UploadRecord } from "../../../common/uploads.js";
@@ -76,5 +79,52 @@ describe("appliance images", () => {
       expect(refused.status, `${name}: ${refused.body}`).toBe(400);
       expect(refused.body).toContain(problem);
     }
+  });
+
+  it("an upgrade is asked for by an administrator only, for an image whose report and signature were uploaded", async () => {
+    const ask = (client: ApiClient, body: unknown) =>
+      client.send("POST", "/api/v1/appliance/upgrade", { "content-type": "application/json" }, Buffer.from(JSON.stringify(body)));
+    const refused = await ask(uploader, { image: "2026.12/icn-bootstrap.img" });
+    expect(refused.status, refused.body).toBe(403);
+    expect(refused.body).toContain("may not create applianceupgrades.bpa.akraino.org");
+    expect((await uploader.send("GET", "/api/v1/appliance/upgrade")).status).toBe(403);
+
+    // The image was uploaded above, its report not yet.
+    const early = await ask(operator, { image: "2026.12/icn-bootstrap.img" });
+    expect(early.status, early.body).toBe(409);
+    expect(early.body).toContain("not uploaded as appliance-image: 2026.12/icn-bootstrap.report.json, 2026.12/icn-bootstrap.report.json.sigstore.json");
+    for (const [body, problem] of [
+      [{ image: "../icn-bootstrap.img" }, "must name an uploaded USB image of a build"],
+      [{ image: "2026.12/icn-bootstrap.qcow2" }, "must name an uploaded USB image of a build"],
+      [{}, "must name an uploaded USB image"],
+    ] as const) {
+      const bad = await ask(operator, body);
+      expect(bad.status, bad.body).toBe(400);
+      expect(bad.body).toContain(problem);
+    }
+    expect(existsSync(state("appliance-upgrade", "request.json"))).toBe(false);
+
+    for (const name of ["2026.12/icn-bootstrap.report.json", "2026.12/icn-bootstrap.report.json.sigstore.json"])
+      expect((await operator.upload("appliance-image", name, Buffer.from(`{"name":"${name}"}\n`))).status).toBe(200);
+    const asked = await ask(operator, { image: "2026.12/icn-bootstrap.img" });
+    expect(asked.status, asked.body).toBe(202);
+    const request = JSON.parse(await readFile(state("appliance-upgrade", "request.json"), "utf8"));
+    expect(request).toMatchObject({ image: "2026.12/icn-bootstrap.img", report: "2026.12/icn-bootstrap.report.json" });
+    expect(request.requestedBy).toContain("operator");
+    const again = await ask(operator, { image: "2026.12/icn-bootstrap.img" });
+    expect(again.status, again.body).toBe(409);
+    expect(again.body).toContain("has not started yet");
+
+    // The host's mirror of the upgrade's state is what GET shows.
+    await writeFile(state("appliance-upgrade", "state.json"), JSON.stringify({ phase: "trying", from: "a", to: "b" }));
+    const shown = await operator.json<{ pending: unknown; state: { phase: string } }>("/api/v1/appliance/upgrade");
+    expect(shown.status).toBe(200);
+    expect(shown.body.pending).toMatchObject({ image: "2026.12/icn-bootstrap.img" });
+    expect(shown.body.state.phase).toBe("trying");
+    expect((await operator.send("DELETE", "/api/v1/appliance/upgrade")).status).toBe(200);
+    expect(existsSync(state("appliance-upgrade", "request.json"))).toBe(false);
+    const during = await ask(operator, { image: "2026.12/icn-bootstrap.img" });
+    expect(during.status, during.body).toBe(409);
+    expect(during.body).toContain("is trying");
   });
 });
