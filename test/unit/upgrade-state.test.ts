@@ -179,6 +179,61 @@ describe("icn-upgrade", () => {
     expect(await readdir(api)).not.toContain("request.json");
   });
 
+  it("refuses an image that changes the bootstrap cluster's Kubernetes version or etcd's minor version, naming both", async () => {
+    const verdict = async (kubernetes: string, etcd: string) => {
+      const report = {
+        verification: {
+          registry: {
+            images: [
+              { ref: `registry.k8s.io/kube-apiserver:${kubernetes}`, tags: [kubernetes] },
+              { ref: `registry.k8s.io/etcd:${etcd}`, tags: [etcd] },
+            ],
+          },
+        },
+      };
+      return (
+        await py(
+          [
+            "u.running_versions = lambda: ('v1.35.4', '3.6.16-0')",
+            "try:",
+            `    u.refuse_version_changes(json.loads(${JSON.stringify(JSON.stringify(report))}))`,
+            "    print('accepted')",
+            "except u.Refused as e:",
+            "    print(e)",
+          ].join("\n"),
+        )
+      ).trim();
+    };
+    expect(await verdict("v1.35.4", "3.6.17-0")).toBe("accepted");
+    expect(await verdict("v1.35.9", "3.6.16-0")).toMatch(/the image runs Kubernetes v1\.35\.9, this appliance v1\.35\.4: .*not supported yet/);
+    expect(await verdict("v1.35.4", "3.7.0-0")).toMatch(
+      /the image runs etcd 3\.7\.0-0, this appliance 3\.6\.16-0: a new etcd minor version could not be rolled back/,
+    );
+  });
+
+  it("writes etcd's snapshot from its gateway's stream of base64 chunks, whatever the reads' boundaries", async () => {
+    const stream = ['{"result":{"blob":"aGVs"}}', '\n{"result":{"remaining_bytes":"0","blob":"bG8="}}\n'].join("");
+    const target = join(work, "etcd.db");
+    const result = JSON.parse(
+      await py(
+        [
+          "import io",
+          "class Ctx:",
+          "    def load_cert_chain(self, *a): pass",
+          "u.ssl.create_default_context = lambda **k: Ctx()",
+          "class Stream(io.BytesIO):",
+          "    def read(self, n=-1): return super().read(min(n, 7) if n and n > 0 else 7)",
+          "    def __enter__(self): return self",
+          "    def __exit__(self, *a): pass",
+          `u.urllib.request.urlopen = lambda *a, **k: Stream(${JSON.stringify(stream)}.encode())`,
+          `print(json.dumps(u.etcd_snapshot(${JSON.stringify(target)})))`,
+        ].join("\n"),
+      ),
+    );
+    expect(await readFile(target, "utf8")).toBe("hello");
+    expect(result).toEqual([5, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"]);
+  });
+
   it("refuses an image that is not a build's USB image, or has no report beside it, naming the fix", async () => {
     const qcow2 = join(work, "icn-bootstrap.qcow2");
     await writeFile(qcow2, "");
