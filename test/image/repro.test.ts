@@ -10,7 +10,7 @@
  */
 import { Spec, Validation } from "@cyclonedx/cyclonedx-library";
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, statfs, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -294,7 +294,7 @@ describe("reproducible build", () => {
     const pypi = components.filter((c) => c.purl?.startsWith("pkg:pypi/"));
     expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
     const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
-    const ipa = "pypi:ironic-python-agent@10.2.0";
+    const ipa = `pypi:ironic-python-agent@${/^ironic-python-agent==(\S+)/m.exec(readFileSync(join(REPO, "images/ipa-ramdisk/requirements.txt"), "utf8"))![1]}`;
     expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(
       pypi
         .map((c) => c["bom-ref"])
