@@ -63,6 +63,8 @@ export interface BootOptions {
   extraNics?: { pciSlot: number; mac?: string }[];
   /** What counts as a failure that ends the boot (default: any ICN-BOOTSTRAP-FAILED line). */
   failurePattern?: RegExp;
+  /** Called on a failure line while the VM still runs (e.g. to read the journal over SSH); the VM is stopped when it settles. */
+  beforeStopOnFailure?: (failure: string) => Promise<void>;
   /** Boot from the tap NIC (its firmware's iPXE ROM) instead of the disk, which stays attached. */
   networkBoot?: boolean;
   /**
@@ -238,6 +240,7 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
   let readyLine: string | undefined;
   let failure: string | undefined;
   let powerCut = false;
+  let diagnosing = false;
   const [command, commandArgs] = options.netns ? ["ip", ["netns", "exec", options.netns, "qemu-system-x86_64", ...args]] : ["qemu-system-x86_64", args];
   const child = execa(command, commandArgs, { reject: false, stdin: "ignore", all: true });
   // The timeout bounds the wait for the ready marker, not the life of a VM kept running
@@ -276,7 +279,13 @@ async function watchConsole(args: string[], consoleFile: string, options: BootOp
     if (readyLine && !failure && options.keepRunning) {
       clearTimeout(deadline);
       signalReady();
-    } else if (readyLine || failure) child.kill("SIGTERM");
+    } else if (failure && options.beforeStopOnFailure && !diagnosing) {
+      diagnosing = true;
+      void options
+        .beforeStopOnFailure(failure)
+        .catch(() => undefined)
+        .finally(() => child.kill("SIGTERM"));
+    } else if ((readyLine || failure) && !diagnosing) child.kill("SIGTERM");
   });
   tail.start();
   const exited = child.then((result) => {

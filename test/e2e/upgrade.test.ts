@@ -125,6 +125,12 @@ describe("upgrading the appliance in place", () => {
         onLine: (line) => consoleLines.push(line),
         extraDisks: [{ file: stick, serial: "upgrade-stick" }],
         powerCutOn,
+        // A failed first-boot step: its journal, read while the VM still runs.
+        beforeStopOnFailure: async (failure) => {
+          const unit = /unit=(\S+?):/.exec(failure)?.[1] ?? "icn-kubernetes.service";
+          const journal = await ssh(`journalctl -b --no-pager -u ${unit} | tail -n 80`).catch((error) => error);
+          console.log(`${failure}\n--- journalctl -u ${unit}:\n${journal.stdout ?? journal.message}`);
+        },
       });
     };
     const slotOf = (result: BootResult) => READY_SLOT.exec(result.readyLine ?? "")?.[2];
