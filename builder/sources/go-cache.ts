@@ -1,7 +1,7 @@
 import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { cacheRoot } from "../cache.js";
-import { leasedByAnotherProcess, leaseStageOutput } from "../cache-sharing.js";
+import { endLease, leasedByAnotherProcess, leaseStageOutput } from "../cache-sharing.js";
 import { parseSize } from "../definition.js";
 import { UserError } from "../errors.js";
 import { treeBytes } from "../stage.js";
@@ -20,14 +20,25 @@ export function goBuildCache(): { dir: string; managed: boolean } {
   return { dir: join(cacheRoot(), "go-build"), managed: true };
 }
 
-/** Marks the compile cache as in use by this process (until it exits): another build's trim leaves it alone. */
-export async function useGoBuildCache(): Promise<string> {
+/** go commands of this process running now: the lease on the compile cache is held while there is one. */
+let running = 0;
+
+/**
+ * Runs `go` (a go command) with the compile cache marked as in use by this process: another
+ * build's trim leaves it alone meanwhile. Only while go commands run: a long-lived process
+ * (a test worker) that built once does not keep every later build from trimming.
+ */
+export async function withGoBuildCache<T>(go: () => Promise<T>): Promise<T> {
   const { dir, managed } = goBuildCache();
-  if (managed) {
-    await mkdir(dir, { recursive: true });
-    await leaseStageOutput(dir);
+  if (!managed) return go();
+  await mkdir(dir, { recursive: true });
+  running++;
+  await leaseStageOutput(dir);
+  try {
+    return await go();
+  } finally {
+    if (--running === 0) await endLease(dir);
   }
-  return dir;
 }
 
 /** ICN_BOOTSTRAP_GO_CACHE_LIMIT (a size such as '2GiB'; '0' empties it after every build), else 2 GiB. */

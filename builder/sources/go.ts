@@ -1,6 +1,6 @@
 import { execa } from "execa";
 import { UserError } from "../errors.js";
-import { goBuildCache, useGoBuildCache } from "./go-cache.js";
+import { goBuildCache, withGoBuildCache } from "./go-cache.js";
 
 /** The Go toolchain the builder uses: `$ICN_BOOTSTRAP_GO`, else `go` on PATH. */
 export function goBinary(): string {
@@ -98,8 +98,7 @@ export async function runGo(args: string[], opts: GoRunOptions): Promise<string>
 
 /** Runs a go command and returns its output whether or not it failed. */
 export async function runGoRaw(args: string[], opts: Omit<GoRunOptions, "what">): Promise<{ ok: boolean; stdout: string; all: string; exitCode?: number }> {
-  await useGoBuildCache();
-  const result = await execa(goBinary(), args, { cwd: opts.cwd, env: goEnv(opts.env), extendEnv: false, reject: false, all: true });
+  const result = await withGoBuildCache(() => execa(goBinary(), args, { cwd: opts.cwd, env: goEnv(opts.env), extendEnv: false, reject: false, all: true }));
   if (result.exitCode === undefined && result.failed) {
     throw new UserError(
       `the Go toolchain '${goBinary()}' cannot be run (${result.shortMessage})`,

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { goBuildCache, goBuildCacheLimit, trimGoBuildCache } from "../../builder/sources/go-cache.js";
+import { goBuildCache, goBuildCacheLimit, trimGoBuildCache, withGoBuildCache } from "../../builder/sources/go-cache.js";
 import { goEnv, runGo } from "../../builder/sources/go.js";
 
 const saved = { ...process.env };
@@ -38,6 +38,15 @@ describe("Go's compile cache", () => {
     process.env.GOCACHE = join(root, "mine");
     expect(goBuildCache()).toEqual({ dir: join(root, "mine"), managed: false });
     expect(goEnv().GOCACHE).toBe(join(root, "mine"));
+  });
+
+  it("is marked in use by this process only while a go command runs", async () => {
+    const lease = `${join(root, "go-build")}.in-use-${process.pid}`;
+    const seen = await withGoBuildCache(async () => (await readdir(root)).includes(lease.slice(root.length + 1)));
+    expect(seen).toBe(true);
+    expect(await readdir(root)).not.toContain(lease.slice(root.length + 1));
+    await runGo(["env", "GOCACHE"], { what: "test" });
+    expect(await readdir(root)).not.toContain(lease.slice(root.length + 1));
   });
 
   it("is emptied when it holds more than the limit, and kept when it holds less", async () => {
