@@ -174,6 +174,10 @@ describe("icn-upgrade", () => {
     expect(linked.image).toBeUndefined();
     const mirrored = JSON.parse(await readFile(join(api, "state.json"), "utf8"));
     expect(mirrored).toMatchObject({ phase: "refused", requestedBy: "ops" });
+    // A FIFO for the request: not read (the open does not block), removed.
+    await execa("mkfifo", [join(api, "request.json")]);
+    await py([`u.API_UPGRADE = ${JSON.stringify(api)}`, "u.say = lambda m: None", "u.apply = lambda a: print('applied')", "u.request(None)"].join("\n"));
+    expect(await readdir(api)).not.toContain("request.json");
     const named = JSON.parse(await run({ image: "../../etc/shadow.img" }));
     expect(named.refused).toMatch(/the request names no USB image of a build/);
     expect(await readdir(api)).not.toContain("request.json");
