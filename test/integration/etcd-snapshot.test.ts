@@ -11,8 +11,8 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../builder/registry/server.js";
 import { artifactPaths } from "../../builder/sources/index.js";
+import { withUpgradeModule } from "../helpers/upgrade-script.js";
 
-const UPGRADE = new URL("../../overlays/usr/lib/icn-bootstrap/upgrade", import.meta.url).pathname;
 let work: string;
 let etcd: ChildProcess | undefined;
 let endpoint: string;
@@ -62,15 +62,9 @@ describe("etcd's snapshot before an upgrade", () => {
     });
     expect(put.status).toBe(200);
     const snapshot = join(work, "etcd-before-upgrade.db");
-    const script = [
-      "import importlib.machinery, importlib.util, json",
-      `loader = importlib.machinery.SourceFileLoader("u", ${JSON.stringify(UPGRADE)})`,
-      "spec = importlib.util.spec_from_loader('u', loader)",
-      "u = importlib.util.module_from_spec(spec)",
-      "loader.exec_module(u)",
-      `print(json.dumps(u.etcd_snapshot(${JSON.stringify(snapshot)}, ${JSON.stringify(endpoint)})))`,
-    ].join("\n");
-    const [bytes, sha256] = JSON.parse((await execa("python3", ["-c", script])).stdout) as [number, string];
+    const [bytes, sha256] = JSON.parse(
+      await withUpgradeModule(`print(json.dumps(u.etcd_snapshot(${JSON.stringify(snapshot)}, ${JSON.stringify(endpoint)})))`),
+    ) as [number, string];
     expect(bytes).toBeGreaterThan(4096);
     expect((await execa("sha256sum", [snapshot])).stdout.split(" ")[0]).toBe(sha256);
     const status = JSON.parse((await execa(etcdutl, ["snapshot", "status", snapshot, "-w", "json"])).stdout) as { totalKey: number };

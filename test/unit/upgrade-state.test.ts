@@ -12,24 +12,12 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { grubenvBlock } from "../../builder/disk/grub.js";
+import { withUpgradeModule } from "../helpers/upgrade-script.js";
 import { parseDefinition } from "../../builder/definition.js";
 import { BUILTIN_OVERLAYS, renderOverlayTemplate } from "../../builder/stages/overlays.js";
 
-const UPGRADE = new URL("../../overlays/usr/lib/icn-bootstrap/upgrade", import.meta.url).pathname;
 let work: string;
-
-/** Runs Python with the script loaded as module `u` (its constants may be overridden first). */
-async function py(code: string): Promise<string> {
-  const prelude = [
-    "import importlib.machinery, importlib.util, json, sys",
-    `loader = importlib.machinery.SourceFileLoader("u", ${JSON.stringify(UPGRADE)})`,
-    "spec = importlib.util.spec_from_loader('u', loader)",
-    "u = importlib.util.module_from_spec(spec)",
-    "loader.exec_module(u)",
-  ].join("\n");
-  const { stdout } = await execa("python3", ["-c", `${prelude}\n${code}`]);
-  return stdout;
-}
+const py = withUpgradeModule;
 
 async function tree(root: string, files: Record<string, string>): Promise<void> {
   for (const [path, content] of Object.entries(files)) {
