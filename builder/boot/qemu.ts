@@ -142,8 +142,14 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
 function accelArgs(accel: Accel, multiThread = false): string[] {
   if (accel === "kvm") return ["-accel", "kvm", "-cpu", "host"];
   const thread = multiThread || process.env.ICN_BOOTSTRAP_TCG_THREAD === "multi" ? "multi" : "single";
-  return ["-accel", `tcg,thread=${thread}`, "-cpu", "max"];
+  return ["-accel", `tcg,thread=${thread}`, "-cpu", process.env.ICN_BOOTSTRAP_TCG_CPU || TCG_CPU];
 }
+
+/**
+ * The CPU a TCG guest sees ("max": every feature TCG emulates). ICN_BOOTSTRAP_TCG_CPU
+ * names another QEMU CPU model, to compare boots (docs/testing.md).
+ */
+const TCG_CPU = "max";
 
 async function machineArgs(options: BootOptions, overlay: string, work: string): Promise<string[]> {
   const args = [
