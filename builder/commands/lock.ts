@@ -13,7 +13,7 @@ import { debianSets, loadLock, loadPreviousLock, LOCK_VERSION, lockPathFor, save
 import { log } from "../log.js";
 import { stagesDir } from "../pipeline.js";
 import { runStage } from "../stage.js";
-import { requestedPackages, rootfsStage } from "../stages/rootfs.js";
+import { pinsStillNeeded, requestedPackages, rootfsStage } from "../stages/rootfs.js";
 import { ContentStore } from "../cache.js";
 import { checkComponents } from "../check/components.js";
 import { describeFindings, describeStatus, findingsExit } from "../check/findings.js";
@@ -45,7 +45,8 @@ does). Other pinned artifacts are kept.
   --update NAME...   re-pin only these packages (wherever they are pinned) to the newest
                      version the indexes list, leaving every other pin alone; a package
                      newly listed in the definition is added to the root filesystem's
-                     pins with the dependencies they lack; the changed
+                     pins with the dependencies they lack; one the definition no longer
+                     lists is dropped with what only it needed (no index read); the changed
                      sets are installed once to prove they still fit together
   --check            every pin checked, without building:
                      Debian: how many pins today's index still lists, how many only
@@ -164,6 +165,23 @@ async function resolveAll(
   );
 }
 
+/**
+ * Packages the definition no longer lists leave the root filesystem's pins with what only
+ * they needed (apt installs the rest from the pinned files; what it did not install goes);
+ * every other pin stays as it is. The smaller set is installed once before the lock is written.
+ */
+async function dropPackages(definition: ApplianceDefinition, lock: LockFile, lockPath: string, names: string[]): Promise<void> {
+  const requested = lock.debian.requested.filter((name) => !names.includes(name));
+  log("lock", `installing the root filesystem's set without ${names.join(", ")} from the pinned files`);
+  const kept = await pinsStillNeeded(definition, { ...lock.debian, requested });
+  const updated: LockFile = { ...lock, debian: { ...lock.debian, requested, packages: kept } };
+  const gone = movedPackages(lock.debian.packages, kept);
+  for (const line of describeMoved(gone)) console.log(`rootfs: ${line}`);
+  await runStage(rootfsStage, { definition, lock: updated.debian }, stagesDir());
+  await saveLock(lockPath, updated);
+  console.log(`${lockPath}: ${names.join(", ")} dropped with ${gone.length - names.filter((n) => n in lock.debian.packages).length} packages only they needed`);
+}
+
 /** A v1 lock's versions, shaped like pins for the old -> new listing. */
 function versionRecords(versions: Record<string, string> | undefined): Record<string, { version: string }> {
   return Object.fromEntries(Object.entries(versions ?? {}).map(([name, version]) => [name, { version }]));
@@ -171,6 +189,16 @@ function versionRecords(versions: Record<string, string> | undefined): Record<st
 
 async function updateNamed(definition: ApplianceDefinition, lockPath: string, names: string[]): Promise<void> {
   const lock = await loadLock(lockPath);
+  const wanted = requestedPackages(definition);
+  const dropped = names.filter((name) => lock.debian.requested.includes(name) && !wanted.includes(name));
+  if (dropped.length > 0) {
+    if (dropped.length < names.length)
+      throw new UserError(
+        `lock --update: ${dropped.join(", ")} ${dropped.length > 1 ? "are" : "is"} no longer in the definition, ${names.filter((n) => !dropped.includes(n)).join(", ")} to be moved`,
+        `drop first (icn-bootstrap lock --update ${dropped.join(" ")}), then move the rest`,
+      );
+    return dropPackages(definition, lock, lockPath, dropped);
+  }
   const indexes = await readIndexes(lock.debian.archives, lock.debian);
   const sets = debianSets(lock);
   const updated: LockFile = structuredClone(lock);

@@ -1,8 +1,11 @@
-import { writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { execa } from "execa";
 import type { ApplianceDefinition } from "../definition.js";
 import { UserError } from "../errors.js";
-import { MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
+import { chrootParent, MMDEBSTRAP_MODULE, mmdebstrap } from "../debian/mmdebstrap.js";
+import { withLocalRepo } from "../debian/local-repo.js";
 import { versionsOf, type PinnedPackage } from "../debian/schema.js";
 import type { DebianLock } from "../lockfile.js";
 import { sourceDateEpoch } from "../reproducible.js";
@@ -106,6 +109,42 @@ export const rootfsStage: Stage<RootfsDeps> = {
   },
 };
 
+/**
+ * The pins a shorter package list keeps: apt installs the definition's packages from the
+ * pinned files alone, and the pins of what it installed stay. `lock --update` of a package
+ * the definition no longer lists drops it and what only it needed, moving nothing else.
+ */
+export async function pinsStillNeeded(definition: ApplianceDefinition, lock: DebianLock): Promise<Record<string, PinnedPackage>> {
+  const installed = await installedFromPins(lock, requestedPackages(definition), { variant: "apt", mode: "unshare" });
+  return Object.fromEntries(Object.entries(lock.packages).filter(([name]) => installed.has(name)));
+}
+
+/**
+ * The names of what apt installs for `names` from a repository of exactly the pinned files
+ * (dpkg's status afterwards). Its own mmdebstrap run: nothing of it enters an image.
+ */
+export async function installedFromPins(
+  lock: Pick<DebianLock, "suite" | "packages">,
+  names: string[],
+  opts: { variant: "apt" | "custom"; mode: "unshare" | "chrootless" },
+): Promise<Set<string>> {
+  const dir = await mkdtemp(join(tmpdir(), "icn-lock-keep-"));
+  try {
+    const tarPath = join(dir, ROOTFS_TAR);
+    await withLocalRepo(lock.suite, lock.packages, async (line) => {
+      const args = [`--mode=${opts.mode}`, `--variant=${opts.variant}`, "--format=tar", `--include=${names.join(",")}`, lock.suite, tarPath, line];
+      const result = await execa("mmdebstrap", args, { all: true, reject: false, env: { TMPDIR: await chrootParent() } });
+      if (result.exitCode !== 0)
+        throw new Error(`mmdebstrap of ${names.join(", ")} from the pinned files failed:\n${String(result.all).split("\n").slice(-20).join("\n")}`);
+    });
+    const status = await readTarMember(tarPath, "var/lib/dpkg/status");
+    if (!status) throw new Error("mmdebstrap produced a root filesystem without /var/lib/dpkg/status");
+    return new Set(Object.keys(parseDpkgStatus(status)));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** name -> sha256 of the pinned files: what a pinned install depends on. */
 export function fileDigests(packages: Record<string, PinnedPackage>): Record<string, string> {
   return Object.fromEntries(Object.entries(packages).map(([name, pin]) => [name, pin.sha256]));
@@ -133,7 +172,9 @@ function assertLockCovers(requested: string[], lock: DebianLock): void {
   const fix =
     removed.length === 0
       ? `run 'icn-bootstrap lock --update ${added.join(" ")}' to pin ${added.length > 1 ? "them" : "it"} with what ${added.length > 1 ? "they need" : "it needs"}, or 'icn-bootstrap lock' to re-resolve the whole set`
-      : "run 'icn-bootstrap lock' to re-resolve and pin the package set";
+      : added.length === 0
+        ? `run 'icn-bootstrap lock --update ${removed.join(" ")}' to drop ${removed.length > 1 ? "them" : "it"} and what only ${removed.length > 1 ? "they" : "it"} needed, or 'icn-bootstrap lock' to re-resolve the whole set`
+        : "run 'icn-bootstrap lock' to re-resolve and pin the package set";
   throw new UserError(`the definition ${parts.join("; and ")}`, `${fix} (nothing enters an image unpinned)`);
 }
 

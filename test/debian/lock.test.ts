@@ -22,7 +22,7 @@ import type { DebianSources, PinnedPackage } from "../../builder/debian/schema.j
 import { UserError } from "../../builder/errors.js";
 import { LOCK_VERSION, loadLock, saveLock, type LockFile } from "../../builder/lockfile.js";
 import type { StageRun } from "../../builder/stage.js";
-import { requestedPackages } from "../../builder/stages/rootfs.js";
+import { installedFromPins, requestedPackages } from "../../builder/stages/rootfs.js";
 import { parseDpkgStatus } from "../../builder/debian/dpkg-status.js";
 import { SnapshotStandIn, TestKey, ToyArchive, readInstalledVersion } from "../helpers/debian-archive.js";
 import { runCli } from "../helpers/cli.js";
@@ -260,6 +260,15 @@ describe("Debian packages pinned as files", () => {
     const { installed } = await install({ pinned: { ...libOnlyPinned, ...added } });
     expect(installed["icn-hello"]).toBe(added["icn-hello"]!.version);
     await expect(pinsToAdd(indexes, "icn-nowhere", pins)).rejects.toThrow(/no suite of the lock's archives lists icn-nowhere/);
+  });
+
+  it("a shorter package list keeps only the pins apt still installs from the pinned files (lock --update of a dropped package)", async () => {
+    await ensureDebs(pins, sources, { store });
+    const toy = { suite: sources.suite, packages: pins };
+    const libOnly = await installedFromPins(toy, ["icn-lib"], { variant: "custom", mode: "chrootless" });
+    expect([...libOnly].filter((n) => n in pins)).toEqual(["icn-lib"]);
+    const both = await installedFromPins(toy, ["icn-hello"], { variant: "custom", mode: "chrootless" });
+    expect([...both].filter((n) => n in pins).sort()).toEqual(["icn-hello", "icn-lib"]);
   });
 
   it("takes a security update that left the security pool from the main pool, where a point release copies it", async () => {
