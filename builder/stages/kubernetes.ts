@@ -6,15 +6,19 @@ import { LAYER_TREE } from "./disk.js";
 
 /** Binaries the bootstrap node runs itself; the control plane runs as images (registry layer). */
 export const NODE_BINARIES = ["kubelet", "kubeadm", "kubectl"] as const;
-/** Beside them, what the first boot installs the components with (the infra-local-controller chart). */
-export const APPLIANCE_TOOLS = ["helm"] as const;
+/**
+ * Beside them: the container runtime (containerd's 2.3 long-term line with its shim and
+ * ctr, and runc: the compute nodes' pins, not Debian's out-of-support 1.7 and 1.1) and what
+ * the first boot installs the components with (helm, the infra-local-controller chart).
+ */
+export const APPLIANCE_TOOLS = ["containerd", "runc", "helm"] as const;
 
 export interface KubernetesDeps {
   /** The verified artifacts (built from Go modules or downloaded), see builder/sources. */
   binaries: ArtifactResult[];
 }
 
-/** Content layer: the pinned kubelet, kubeadm, kubectl and helm in /usr/local/bin. */
+/** Content layer: the pinned kubelet, kubeadm, kubectl, containerd, runc and helm in /usr/local/bin. */
 export const kubernetesStage: Stage<KubernetesDeps> = {
   name: "kubernetes",
   sources: [import.meta.filename],

@@ -220,21 +220,28 @@ describe("the appliance's registry, file server and containerd configuration", (
     }
   });
 
-  it("has a containerd configuration that the image's containerd parses, with the pause image, systemd cgroups and the mirrors", async () => {
+  it("has a containerd configuration that the image's containerd (the pinned 2.3 release) parses, with the pause image, systemd cgroups, the pinned runc and the mirrors", async () => {
     const dir = await mkdtemp(join(tmpdir(), "icn-containerd-"));
     try {
-      await execa("debugfs", ["-R", `dump /usr/bin/containerd ${dir}/containerd`, root]);
+      await execa("debugfs", ["-R", `dump /usr/local/bin/containerd ${dir}/containerd`, root]);
       await execa("debugfs", ["-R", `dump /etc/containerd/config.toml ${dir}/config.toml`, root]);
       expect((await stat(join(dir, "containerd"))).size).toBeGreaterThan(1024 * 1024);
       await execa("chmod", ["+x", join(dir, "containerd")]);
-      const { stdout } = await execa(join(dir, "containerd"), ["--config", join(dir, "config.toml"), "config", "dump"]);
+      expect((await execa(join(dir, "containerd"), ["--version"])).stdout).toMatch(/ v2\.3\.\d+ /);
+      const { stdout, stderr } = await execa(join(dir, "containerd"), ["--config", join(dir, "config.toml"), "config", "dump"]);
+      // Written in the release's own configuration version: no migration at every start.
+      expect(stderr).not.toMatch(/migrated/);
       // The pause image the registry is seeded with (what kubeadm of the pinned version expects).
       const pause = expected.find((i) => i.ref.startsWith("registry.k8s.io/pause:"))!;
-      expect(stdout).toContain(`sandbox_image = "${pause.ref}"`);
+      expect(stdout).toContain(`sandbox = '${pause.ref}'`);
       expect(stdout).toMatch(/SystemdCgroup = true/);
-      expect(stdout).toMatch(/config_path = "\/etc\/containerd\/certs\.d"/);
-      expect(stdout).toMatch(/bin_dir = "\/usr\/lib\/cni"/);
-      expect(await readFile(join(dir, "config.toml"), "utf8")).toMatch(/^version = 2$/m);
+      expect(stdout).toMatch(/BinaryName = '\/usr\/local\/bin\/runc'/);
+      expect(stdout).toMatch(/config_path = '\/etc\/containerd\/certs\.d'/);
+      expect(stdout).toMatch(/bin_dirs = \['\/usr\/lib\/cni'\]/);
+      expect((await statInFs(root, "/usr/local/bin/runc"))?.type).toBe("regular");
+      // Debian's runc 1.1 (out of upstream support) and containerd 1.7 are not installed.
+      expect(await statInFs(root, "/usr/bin/runc")).toBeUndefined();
+      expect(await statInFs(root, "/usr/bin/containerd")).toBeUndefined();
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

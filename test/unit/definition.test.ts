@@ -19,7 +19,10 @@ describe("appliance definition", () => {
     const definition = await loadDefinition();
     expect(definition.name).toBe("icn-bootstrap");
     expect(definition.outputs.formats).toEqual(["usb", "qcow2"]);
-    expect(definition.debian.packages).toContain("containerd");
+    expect(definition.debian.packages).toContain("docker-registry");
+    // The container runtime is the pinned releases (the kubernetes stage), not Debian's out-of-support 1.7 and 1.1.
+    expect(definition.debian.packages).not.toContain("containerd");
+    expect(definition.debian.packages).not.toContain("runc");
   });
 
   it("fills defaults for a minimal definition", () => {
