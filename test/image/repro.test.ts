@@ -268,12 +268,15 @@ describe("reproducible build", () => {
       "bootstrap.icn:5000/charts/sriov-cni",
       "bootstrap.icn:5000/charts/sriov-network-device-plugin",
     ]);
+    // containerd and runc twice: in the root (the bootstrap cluster's runtime) and in the file server's archives for the nodes.
     expect(locations("containerd")).toEqual([
+      "/usr/local/bin/containerd",
       expect.stringMatching(
         /^file server \/kubespray\/github\.com\/containerd\/containerd\/releases\/download\/v[\d.]+\/containerd-[\d.]+-linux-amd64\.tar\.gz:bin\/containerd$/,
       ),
     ]);
     expect(locations("runc")).toEqual([
+      "/usr/local/bin/runc",
       expect.stringMatching(/^file server \/kubespray\/github\.com\/opencontainers\/runc\/releases\/download\/v[\d.]+\/runc\.amd64$/),
     ]);
     for (const b of binaries) {
