@@ -263,6 +263,7 @@ describe("Debian packages pinned as files", () => {
   });
 
   it("a shorter package list keeps only the pins apt still installs from the pinned files (lock --update of a dropped package)", async () => {
+    await copyFile(join(work, "hello-1.0-1.deb"), join(mirror.root, mirror.poolPath(HELLO_1))); // the pinned file back in the pool
     await ensureDebs(pins, sources, { store });
     const toy = { suite: sources.suite, packages: pins };
     const libOnly = await installedFromPins(toy, ["icn-lib"], { variant: "custom", mode: "chrootless" });
