@@ -25,6 +25,7 @@ import { execa } from "execa";
 import { bootImage, type BootResult } from "../builder/boot/qemu.js";
 import { freePort } from "../builder/registry/server.js";
 import { withoutKubernetes, writeDefinition } from "../test/helpers/definition.js";
+import { sshToVm } from "../test/helpers/ssh.js";
 import { GROWTH_LIMIT, compareFigures, machineKey, readRecord, recordPath, writeRecord } from "./bench-record.js";
 
 const { values: args } = parseArgs({
@@ -94,27 +95,7 @@ async function boot(image: string, disk: string): Promise<Booted> {
     const m = /ICN-BOOTSTRAP-STEP (\S+) after (\d+)s/.exec(l);
     return m ? [[m[1]!, Number(m[2])]] : [];
   });
-  const ssh = async (command: string) =>
-    String(
-      (
-        await execa("ssh", [
-          "-i",
-          key,
-          "-p",
-          String(sshPort),
-          "-o",
-          "StrictHostKeyChecking=no",
-          "-o",
-          "UserKnownHostsFile=/dev/null",
-          "-o",
-          "LogLevel=ERROR",
-          "-o",
-          "ConnectTimeout=20",
-          "root@127.0.0.1",
-          command,
-        ])
-      ).stdout,
-    );
+  const ssh = async (command: string) => String((await sshToVm(key, sshPort, command)).stdout);
   return { vm, steps, ssh };
 }
 

@@ -22,6 +22,7 @@ import { freePort } from "../../builder/registry/server.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { OS_IMAGES_PATH, readOsImage } from "../../builder/stages/os-image.js";
+import { sshTry } from "../helpers/ssh.js";
 
 const BOOT_TIMEOUT_S = 900;
 const TEST_TIMEOUT = (BOOT_TIMEOUT_S + 120) * 1000;
@@ -79,31 +80,7 @@ async function boot(firmware: "bios" | "uefi", hostname: string, userData: strin
     failurePattern: FAILURES,
     onLine: (l) => lines.push(l),
   });
-  const ssh = async (command: string) => {
-    const result = await execa(
-      "ssh",
-      [
-        "-i",
-        join(work, "bpa"),
-        "-p",
-        String(sshPort),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "ConnectTimeout=20",
-        "root@127.0.0.1",
-        command,
-      ],
-      { reject: false, all: true },
-    );
-    return { ok: result.exitCode === 0, output: String(result.all ?? "") };
-  };
+  const ssh = (command: string) => sshTry(join(work, "bpa"), { port: sshPort }, command);
   return { ...vm, ssh, console: lines.join("\n") };
 }
 

@@ -15,6 +15,7 @@ import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
 import { copyImageSparse } from "../helpers/image.js";
 import { bareAppliance, writeDefinition } from "../helpers/definition.js";
+import { sshToVm } from "../helpers/ssh.js";
 
 const BOOT_TIMEOUT_S = 1800;
 const TEST_TIMEOUT = 4 * (BOOT_TIMEOUT_S + 120) * 1000;
@@ -144,20 +145,7 @@ describe("install to disk", () => {
       });
       try {
         expect(both.ready, both.lastLines.join("\n")).toBe(true);
-        const ssh = await execa("ssh", [
-          "-i",
-          key,
-          "-p",
-          String(sshPort),
-          "-o",
-          "StrictHostKeyChecking=no",
-          "-o",
-          "UserKnownHostsFile=/dev/null",
-          "-o",
-          "BatchMode=yes",
-          "root@127.0.0.1",
-          "findmnt -n -o SOURCE /; lsblk -n -o NAME,SIZE,PARTUUID",
-        ]);
+        const ssh = await sshToVm(key, sshPort, "findmnt -n -o SOURCE /; lsblk -n -o NAME,SIZE,PARTUUID");
         console.log(`BIOS boot from the installed disk with the stick in:\n${ssh.stdout}`);
         expect(ssh.stdout.split("\n")[0]).toBe("/dev/vda3");
       } finally {

@@ -24,6 +24,7 @@ import { freePort } from "../../builder/registry/server.js";
 import { REPO, runCli, type CliResult } from "../helpers/cli.js";
 import { withoutKubernetes, writeDefinition } from "../helpers/definition.js";
 import { LISTENERS_COMMAND, measureExposure, measuringNetworks, parseListeners, readmeExposure, type MeasuringNetworks } from "../helpers/exposure.js";
+import { sshToVm } from "../helpers/ssh.js";
 
 const BOOT_TIMEOUT_S = 15 * 60;
 let out: string;
@@ -50,25 +51,7 @@ async function bootAppliance(networks?: { measuring: MeasuringNetworks; siteDisk
     extraDisks: networks ? [networks.siteDisk] : undefined,
   });
   const vm = networks ? await networks.measuring.during(booting) : await booting;
-  const ssh = async (command: string) => {
-    const result = await execa("ssh", [
-      "-i",
-      join(keyDir, "id"),
-      "-p",
-      String(sshPort),
-      "-o",
-      "StrictHostKeyChecking=no",
-      "-o",
-      "UserKnownHostsFile=/dev/null",
-      "-o",
-      "BatchMode=yes",
-      "-o",
-      "ConnectTimeout=20",
-      "root@127.0.0.1",
-      command,
-    ]);
-    return String(result.stdout);
-  };
+  const ssh = async (command: string) => String((await sshToVm(join(keyDir, "id"), sshPort, command)).stdout);
   return { vm, registry: `127.0.0.1:${registryPort}`, files: `http://127.0.0.1:${filesPort}`, ssh };
 }
 

@@ -16,6 +16,7 @@ import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
 import { copyImageSparse } from "../helpers/image.js";
 import { bareAppliance, writeDefinition } from "../helpers/definition.js";
+import { sshTry } from "../helpers/ssh.js";
 
 const BOOT_TIMEOUT_S = 900;
 const TEST_TIMEOUT = 3 * (BOOT_TIMEOUT_S + 120) * 1000;
@@ -58,31 +59,7 @@ async function boot(
     failurePattern: OTHER_FAILURES,
     onLine: (l) => lines.push(l),
   });
-  const ssh = async (keyName: string, command: string) => {
-    const result = await execa(
-      "ssh",
-      [
-        "-i",
-        join(work, keyName),
-        "-p",
-        String(sshPort),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "ConnectTimeout=20",
-        "root@127.0.0.1",
-        command,
-      ],
-      { reject: false, all: true },
-    );
-    return { ok: result.exitCode === 0, output: String(result.all ?? "") };
-  };
+  const ssh = (keyName: string, command: string) => sshTry(join(work, keyName), { port: sshPort }, command);
   return Object.assign(vm, { lastLines: lines, ssh });
 }
 

@@ -72,6 +72,7 @@ import { readImageConfig, runJobAsKubelet, type ImageConfig } from "../helpers/j
 import { unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, createHost, createProvisioning, getProvisioning, listInstallJobs, waitFor } from "../integration/bpa/helpers.js";
 import { createRegistryAccess, startApiFixture, tokenFor } from "../integration/bpa/rest-helpers.js";
+import { sshTry } from "../helpers/ssh.js";
 
 const BRIDGE = "icnbr0";
 const HOST_IP = "10.124.0.1";
@@ -313,29 +314,7 @@ async function bootNode(node: NodeSpec, userData: string, privateKey: string): P
     readyPattern: CLOUD_INIT_DONE,
     failurePattern: /Kernel panic.*|Found ordering cycle.*/,
   });
-  const ssh = async (command: string) => {
-    const result = await execa(
-      "ssh",
-      [
-        "-i",
-        keyFile,
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "ConnectTimeout=20",
-        `root@${node.ip}`,
-        command,
-      ],
-      { reject: false, all: true },
-    );
-    return { ok: result.exitCode === 0, output: String(result.all ?? "") };
-  };
+  const ssh = (command: string) => sshTry(keyFile, { host: node.ip }, command);
   const vm = { ...booted, ssh };
   vms.set(node.name, vm);
   return vm;

@@ -53,6 +53,7 @@ import { phaseLog } from "../helpers/phases.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { startIronicPod, unpackIronic, untilServersUp, type Server } from "../helpers/ironic-pod.js";
 import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { sshArgs } from "../helpers/ssh.js";
 
 const HOUR = 60 * 60_000;
 const BMO_IMAGE = "quay.io/metal3-io/baremetal-operator:v0.13.2";
@@ -204,27 +205,7 @@ async function sshWithBpaKey(node: Node, command: string): Promise<string> {
   };
   const address = hw.spec.hardware.nics.find((n) => n.mac === node.mac)?.ip ?? "";
   expect(address).toMatch(/^172\.22\.0\.\d+$/);
-  const ssh = () =>
-    execa(
-      "ssh",
-      [
-        "-i",
-        keyFile,
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "ConnectTimeout=10",
-        `root@${address}`,
-        `cloud-init status --wait >/dev/null; ${command}`,
-      ],
-      { reject: false, all: true },
-    );
+  const ssh = () => execa("ssh", sshArgs(keyFile, { host: address }, `cloud-init status --wait >/dev/null; ${command}`, 10), { reject: false, all: true });
   const answer = await until(
     `SSH to ${node.name} at its inspected address ${address} with the BPA's key`,
     async () => {

@@ -45,6 +45,7 @@ import { REPO, runCli } from "../helpers/cli.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { phaseLog } from "../helpers/phases.js";
 import { waitFor } from "../integration/bpa/helpers.js";
+import { sshArgs } from "../helpers/ssh.js";
 
 const HOUR = 60 * 60_000;
 const BRIDGE = "prov0";
@@ -89,26 +90,7 @@ let sshPort: number;
 let c: Clients;
 
 function ssh(command: string, input?: string) {
-  return execa(
-    "ssh",
-    [
-      "-i",
-      key,
-      "-p",
-      String(sshPort),
-      "-o",
-      "StrictHostKeyChecking=no",
-      "-o",
-      "UserKnownHostsFile=/dev/null",
-      "-o",
-      "LogLevel=ERROR",
-      "-o",
-      "ConnectTimeout=20",
-      "root@127.0.0.1",
-      command,
-    ],
-    { input, all: true, reject: false },
-  );
+  return execa("ssh", sshArgs(key, { port: sshPort }, command), { input, all: true, reject: false });
 }
 
 /** `kubectl apply` on the appliance, against its own API server: the administrator's only input. */

@@ -1,21 +1,31 @@
 import { execa } from "execa";
 
-/** `command` as root on a VM whose SSH port QEMU forwards to 127.0.0.1:`port`, logging in with `key` (its host key is new every boot). */
-export function sshToVm(key: string, port: number, command: string) {
-  return execa("ssh", [
+/** Where a test logs in: a VM whose SSH port QEMU forwards to 127.0.0.1:`port`, or a host on a network the test reaches. */
+export type SshTarget = { port: number } | { host: string };
+
+/**
+ * ssh's arguments for `command` as root at `target`, logging in with `key`, unattended: no
+ * prompt, and the host key (new every boot) neither checked nor recorded.
+ */
+export function sshArgs(key: string, target: SshTarget, command: string, connectTimeoutSeconds = 20): string[] {
+  const options = ["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "BatchMode=yes", "LogLevel=ERROR", `ConnectTimeout=${connectTimeoutSeconds}`];
+  return [
     "-i",
     key,
-    "-p",
-    String(port),
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "ConnectTimeout=20",
-    "root@127.0.0.1",
+    ...("port" in target ? ["-p", String(target.port)] : []),
+    ...options.flatMap((option) => ["-o", option]),
+    `root@${"port" in target ? "127.0.0.1" : target.host}`,
     command,
-  ]);
+  ];
+}
+
+/** `command` as root on a VM whose SSH port QEMU forwards to 127.0.0.1:`port`; rejects when it fails. */
+export function sshToVm(key: string, port: number, command: string) {
+  return execa("ssh", sshArgs(key, { port }, command));
+}
+
+/** `command` as root at `target`, never rejecting: whether it succeeded, and its output (stdout and stderr). */
+export async function sshTry(key: string, target: SshTarget, command: string): Promise<{ ok: boolean; output: string }> {
+  const result = await execa("ssh", sshArgs(key, target, command), { reject: false, all: true });
+  return { ok: result.exitCode === 0, output: String(result.all ?? "") };
 }
