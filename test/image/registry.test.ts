@@ -175,6 +175,10 @@ describe("the appliance's registry, file server and containerd configuration", (
         new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`),
       );
     }
+    // containerd's pulls and unpacking come after the pods when the CPU is short: its slice weighs less than system.slice (100).
+    expect(await debugfs(root, "cat /etc/systemd/system/containerd.service")).toMatch(/^Slice=icn-runtime\.slice$/m);
+    const runtimeWeight = /^CPUWeight=(\d+)$/m.exec(await debugfs(root, "cat /etc/systemd/system/icn-runtime.slice"));
+    expect(Number(runtimeWeight?.[1])).toBeLessThan(100);
     expect(await statInFs(root, "/etc/nginx/sites-enabled/default")).toBeUndefined();
     for (const registryHost of ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "bootstrap.icn:5000"]) {
       const hosts = await debugfs(root, `cat "/etc/containerd/certs.d/${registryHost}/hosts.toml"`);
