@@ -65,7 +65,7 @@ describe("the components' release", () => {
     expect(await calls()).toEqual(["status", "upgrade", "status", "rollback", "upgrade", "status", "upgrade"]);
     const upgrade = (await readFile(join(work, "calls"), "utf8")).trim().split("\n").at(-1)!;
     expect(upgrade).toBe(
-      "upgrade --install icn /usr/share/icn-bootstrap/chart.tgz --namespace default --values /run/values.yaml --take-ownership --force-conflicts --history-max 3 --timeout 30m",
+      "upgrade --install icn /usr/share/icn-bootstrap/chart.tgz --namespace default --values /run/values.yaml --take-ownership --force-conflicts --history-max 3 --timeout 30m --disable-openapi-validation",
     );
   });
 });
