@@ -23,6 +23,8 @@ declare -A tools=(
   [libvirtd]=libvirt-daemon [virsh]=libvirt-clients
   # npm run e2e:developer: the appliance VM's one door out, to the BMC emulator (QEMU guestfwd)
   [socat]=socat
+  # test/unit/backup.test.ts: the appliance's backups are age files (icn-backup)
+  [age]=age [age-keygen]=age
 )
 # data-only packages, checked by a file they ship
 declare -A files=(
