@@ -232,12 +232,17 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         );
       let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
-        const { requirements, version } = recipe.python;
+        const { requirements, version, leaveOut } = recipe.python;
+        if (leaveOut.length > 0 && base !== "own-debian")
+          throw new UserError(
+            `${recipe.file}: python.leaveOut needs base: own-debian`,
+            "leave python.leaveOut out, or give the image a Debian root of its own",
+          );
         if (base === "scratch") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
         const tree = await ensurePythonTree(join(recipe.dir, requirements), version, image.ref, (message) => log("images", `${recipe.name}: ${message}`));
         const ownRoot = base === "own-debian" ? ownRoots.find((r) => r.name === recipe.name) : undefined;
         // An own root gets the tree (and its bytecode, made by the root's python3); on the shared base it is a layer of its own files.
-        if (ownRoot) ownRoot.python = { key: tree.dir.split("/").pop()!, sitePackages: tree.sitePackages, bin: tree.bin, version };
+        if (ownRoot) ownRoot.python = { key: tree.dir.split("/").pop()!, sitePackages: tree.sitePackages, bin: tree.bin, version, leaveOut };
         else files.push(...pythonTreeCopies(tree, version));
         pythonPackages = tree.packages;
       }

@@ -63,14 +63,18 @@ export interface RootPythonTree {
   bin: string;
   /** "3.13". */
   version: string;
+  /** Package directories left out (the recipe's python.leaveOut: code the image never imports, such as a package's tests). */
+  leaveOut: string[];
 }
 
 function pythonTreeHooks(tree: RootPythonTree): string[] {
   const lib = `/usr/local/lib/python${tree.version}`;
   return [
-    `mkdir -p "$1"${lib}`,
+    // Debian's python3 makes an empty dist-packages there: the tree takes its place (rmdir fails on a non-empty one).
+    `mkdir -p "$1"${lib} && if [ -d "$1"${lib}/dist-packages ]; then rmdir "$1"${lib}/dist-packages; fi`,
     `copy-in ${tree.sitePackages} ${lib}`,
     `mv "$1"${lib}/site-packages "$1"${lib}/dist-packages`,
+    ...tree.leaveOut.map((dir) => `rm -r "$1"${lib}/dist-packages/${dir}`),
     `copy-in ${tree.bin} /usr/local`,
   ];
 }
@@ -168,7 +172,7 @@ export const imageRootStage: Stage<ImageRootDeps> = {
   inputs: (deps) => ({
     ...pinnedInputs(deps),
     epoch: SOURCE_DATE_EPOCH,
-    ...(deps.python ? { python: { key: deps.python.key, version: deps.python.version } } : {}),
+    ...(deps.python ? { python: { key: deps.python.key, version: deps.python.version, leaveOut: deps.python.leaveOut } } : {}),
   }),
   async build(run, deps) {
     await pinnedRootTar(run, deps, `own.${deps.recipe}`, BASE_TAR, deps.python);
