@@ -208,7 +208,13 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
     if (plan.programs.length > 0)
       built.imageCompile = await run(imageCompileStage, { debian, set: sets.toolchain, resolve: resolving, programs: plan.programs });
     for (const root of plan.ownRoots)
-      built.imageRoots[root.name] = await run(imageRootStage, { debian, set: sets.own[root.name]!, resolve: resolving, recipe: root.name });
+      built.imageRoots[root.name] = await run(imageRootStage, {
+        debian,
+        set: sets.own[root.name]!,
+        resolve: resolving,
+        recipe: root.name,
+        ...(root.python && !resolving ? { python: root.python } : {}),
+      });
     if (!resolving) {
       // 7. Every listed container image, built from its recipe or pulled by digest, as one OCI layout.
       built.images = await run(imagesStage, { plan, base: built.imageBase, roots: built.imageRoots, compiled: built.imageCompile, record: request.record });

@@ -101,6 +101,8 @@ export async function pypiPins(recipes: string[], imagesDir = IMAGES_DIR): Promi
     if (!recipe.python) continue;
     const file = join(recipe.dir, recipe.python.requirements);
     const requirements = `images/${name}/${recipe.python.requirements}`;
+    // Resolved from top-level pins (requirements.in, 'npm run lock:python'), or written by hand.
+    const generated = existsSync(join(recipe.dir, "requirements.in"));
     for (const p of checkPinnedRequirements(await readFile(file, "utf8"), file))
       pins.push({
         key: `pypi:${p.name}`,
@@ -110,7 +112,9 @@ export async function pypiPins(recipes: string[], imagesDir = IMAGES_DIR): Promi
         move: (to) =>
           name === "kubespray-runner"
             ? `npm run lock:runner (re-pins ${requirements} from kubespray's requirements${to ? `; ${p.name} ${to} or newer` : ""}), then icn-bootstrap lock-images`
-            : `pin ${p.name}==${to ?? "X.Y.Z"} with its --hash lines in ${requirements}, then icn-bootstrap lock-images`,
+            : generated
+              ? `npm run lock:python -- ${name} (re-resolves ${requirements}; for ${p.name} ${to ?? "a fixed release"}, pin it in images/${name}/requirements.in if the resolution does not pick it), then icn-bootstrap lock-images`
+              : `pin ${p.name}==${to ?? "X.Y.Z"} with its --hash lines in ${requirements}, then icn-bootstrap lock-images`,
       });
   }
   return pins;

@@ -42,7 +42,8 @@ export async function loadOsRecipe(name: string): Promise<Recipe> {
 /** A `python:` section's tree, as two directory copies into the root. */
 async function pythonFiles(recipe: Recipe): Promise<{ files: OsFile[]; packages: { name: string; version: string }[] }> {
   if (!recipe.python) return { files: [], packages: [] };
-  const { requirements, version } = recipe.python;
+  const { requirements, version, leaveOut } = recipe.python;
+  if (leaveOut.length > 0) throw new UserError(`${recipe.file}: python.leaveOut is for container images with base: own-debian`, "leave python.leaveOut out");
   const tree = await ensurePythonTree(join(recipe.dir, requirements), version, `OS image ${recipe.name}`, (message) =>
     log("os-image", `${recipe.name}: ${message}`),
   );

@@ -13,7 +13,7 @@ import { artifactPaths, pinnedModuleDir, type EnsureOptions } from "../sources/i
 import { ensurePythonTree, pythonTreeCopies } from "../sources/pypi.js";
 import type { LayerFile } from "../oci/layer.js";
 import type { ImageConfig } from "../oci/layout.js";
-import type { CompileProgram } from "../stages/image-debian.js";
+import type { CompileProgram, RootPythonTree } from "../stages/image-debian.js";
 import { IMAGES_DIR, loadRecipe, recipeBase, type Recipe } from "./recipe.js";
 import type { SelectedImage } from "./seed.js";
 import { planChart, type PlannedChart } from "./chart.js";
@@ -56,8 +56,8 @@ export interface ImagesPlan {
   images: PlannedImage[];
   /** Union of the Debian packages of recipes with a Debian base. */
   basePackages: string[];
-  /** Recipes with a Debian root of their own (base: own-debian) and its packages. */
-  ownRoots: { name: string; packages: string[] }[];
+  /** Recipes with a Debian root of their own (base: own-debian), its packages and its `python:` tree (installed into that root). */
+  ownRoots: { name: string; packages: string[]; python?: RootPythonTree }[];
   programs: CompileProgram[];
 }
 
@@ -232,10 +232,18 @@ export async function planImages(selected: SelectedImage[], opts: PlanOptions = 
         );
       let pythonPackages: { name: string; version: string }[] | undefined;
       if (recipe.python) {
-        const { requirements, version } = recipe.python;
+        const { requirements, version, leaveOut } = recipe.python;
+        if (leaveOut.length > 0 && base !== "own-debian")
+          throw new UserError(
+            `${recipe.file}: python.leaveOut needs base: own-debian`,
+            "leave python.leaveOut out, or give the image a Debian root of its own",
+          );
         if (base === "scratch") throw new UserError(`${recipe.file}: python: needs a Debian base with python3`, "add python3 to debian.packages");
         const tree = await ensurePythonTree(join(recipe.dir, requirements), version, image.ref, (message) => log("images", `${recipe.name}: ${message}`));
-        files.push(...pythonTreeCopies(tree, version));
+        const ownRoot = base === "own-debian" ? ownRoots.find((r) => r.name === recipe.name) : undefined;
+        // An own root gets the tree (and its bytecode, made by the root's python3); on the shared base it is a layer of its own files.
+        if (ownRoot) ownRoot.python = { key: tree.dir.split("/").pop()!, sitePackages: tree.sitePackages, bin: tree.bin, version, leaveOut };
+        else files.push(...pythonTreeCopies(tree, version));
         pythonPackages = tree.packages;
       }
       planned.recipe = {

@@ -21,6 +21,7 @@
  *   python:                            # PyPI packages for the image's python3 (builder/sources/pypi.ts)
  *     requirements: requirements.txt   # beside the recipe, every line name==version with --hash lines
  *     version: "3.13"                  # the image's Debian python3; into /usr/local/lib/python3.13/dist-packages
+ *     leaveOut: [ironic/tests]         # base: own-debian only: directories of the tree not installed
  *   compile:                           # static C programs, built with the pinned Debian toolchain
  *     - { name: pause, source: "module:kubernetes:build/pause/linux/pause.c", cflags: [-Os, -static] }
  *   os:                                # instead of a container image: a bootable disk image for
@@ -94,6 +95,8 @@ export const Recipe = z
       .object({
         requirements: z.string().regex(/^[A-Za-z0-9._-]+$/, "a file name beside the recipe"),
         version: z.string().regex(/^3\.\d+$/, "the image's Python version, such as '3.13'"),
+        /** Package directories not installed (base: own-debian only): code the image never imports, such as ironic/tests. */
+        leaveOut: z.array(z.string().regex(/^[A-Za-z0-9_]+(\/[A-Za-z0-9_.-]+)*$/, "a directory of the installed tree, such as ironic/tests")).default([]),
       })
       .strict()
       .optional(),

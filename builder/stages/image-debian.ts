@@ -33,19 +33,51 @@ export const SOURCE_DATE_EPOCH = "1735689600";
  * without bytecode, 1.3 s with it, natively; under emulation minutes). One process in a fixed
  * order (compileall sorts), a fixed hash seed and hash-checked .pyc: the same bytes each run.
  */
-const PYTHON_BYTECODE =
+const pythonBytecode = (dirs: string) =>
   'if [ -x "$1"/usr/bin/python3 ]; then env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHONHASHSEED=0 SOURCE_DATE_EPOCH=' +
   SOURCE_DATE_EPOCH +
-  " chroot \"$1\" sh -c 'python3 -m compileall -qq --invalidation-mode checked-hash /usr/lib/python3 /usr/lib/python3.[0-9]*' || true; fi";
+  ` chroot "$1" sh -c 'python3 -m compileall -qq --invalidation-mode checked-hash ${dirs}' || true; fi`;
+const PYTHON_BYTECODE = pythonBytecode("/usr/lib/python3 /usr/lib/python3.[0-9]*");
 
 /** Files that differ from run to run, or that a container image does not need. */
-const CLEANUP = [
-  'rm -rf "$1"/var/log/* "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/lib/apt/extended_states "$1"/var/cache/ldconfig/aux-cache',
-  'rm -f "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/etc/hostname "$1"/etc/resolv.conf "$1"/etc/ssh/ssh_host_*',
-  'find "$1" -depth -type d -name __pycache__ -exec rm -rf {} +',
-  PYTHON_BYTECODE,
-  ': > "$1"/etc/machine-id',
-].join(" && ");
+const cleanup = (bytecode: string) =>
+  [
+    'rm -rf "$1"/var/log/* "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/lib/apt/extended_states "$1"/var/cache/ldconfig/aux-cache',
+    'rm -f "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/etc/hostname "$1"/etc/resolv.conf "$1"/etc/ssh/ssh_host_*',
+    'find "$1" -depth -type d -name __pycache__ -exec rm -rf {} +',
+    bytecode,
+    ': > "$1"/etc/machine-id',
+  ].join(" && ");
+const CLEANUP = cleanup(PYTHON_BYTECODE);
+
+/**
+ * A recipe's `python:` tree (builder/sources/pypi.ts) in its own root, where Debian's own
+ * python3 would look for it (/usr/local/lib/python3.X/dist-packages, /usr/local/bin), with
+ * bytecode made like Debian's modules' (the image's root is read-only: without it every
+ * start compiles again what it imports).
+ */
+export interface RootPythonTree {
+  /** The tree's cache key (a pure function of its hash-pinned requirements and the Python version). */
+  key: string;
+  sitePackages: string;
+  bin: string;
+  /** "3.13". */
+  version: string;
+  /** Package directories left out (the recipe's python.leaveOut: code the image never imports, such as a package's tests). */
+  leaveOut: string[];
+}
+
+function pythonTreeHooks(tree: RootPythonTree): string[] {
+  const lib = `/usr/local/lib/python${tree.version}`;
+  return [
+    // Debian's python3 makes an empty dist-packages there: the tree takes its place (rmdir fails on a non-empty one).
+    `mkdir -p "$1"${lib} && if [ -d "$1"${lib}/dist-packages ]; then rmdir "$1"${lib}/dist-packages; fi`,
+    `copy-in ${tree.sitePackages} ${lib}`,
+    `mv "$1"${lib}/site-packages "$1"${lib}/dist-packages`,
+    ...tree.leaveOut.map((dir) => `rm -r "$1"${lib}/dist-packages/${dir}`),
+    `copy-in ${tree.bin} /usr/local`,
+  ];
+}
 
 const DPKG_EXCLUDES = [
   "path-exclude=/usr/share/man/*",
@@ -98,12 +130,15 @@ export function checkPinned(installed: Record<string, string>, set: PackageSet, 
 }
 
 /** A minbase root with a pinned set as a tar (run.out/<file>), checked against the pins; its packages in PACKAGES_JSON. */
-async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: string, file: string): Promise<string> {
+async function pinnedRootTar(run: StageRun, { debian, set, resolve }: ImageBaseDeps, what: string, file: string, python?: RootPythonTree): Promise<string> {
   const tar = join(run.out, file);
-  run.log(`mmdebstrap minbase + ${set.requested.join(", ")}`);
+  run.log(`mmdebstrap minbase + ${set.requested.join(", ")}${python ? ` + the Python tree ${python.key.slice(0, 12)} for python${python.version}` : ""}`);
+  const hooks = python
+    ? [...pythonTreeHooks(python), cleanup(pythonBytecode(`/usr/lib/python3 /usr/lib/python3.[0-9]* /usr/local/lib/python${python.version}/dist-packages`))]
+    : [CLEANUP];
   await mmdebstrap(
     run.exec,
-    { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: [CLEANUP], env: { SOURCE_DATE_EPOCH } },
+    { sources: debian, variant: "minbase", format: "tar", target: tar, dpkgOptions: DPKG_EXCLUDES, customizeHooks: hooks, env: { SOURCE_DATE_EPOCH } },
     choice(set, resolve, what),
   );
   const status = await readTarMember(tar, "var/lib/dpkg/status");
@@ -127,14 +162,20 @@ export const imageBaseStage: Stage<ImageBaseDeps> = {
 export interface ImageRootDeps extends ImageBaseDeps {
   /** The recipe whose own root this is (lock file images.debian.own.<recipe>). */
   recipe: string;
+  /** The recipe's `python:` tree, installed into this root with its bytecode. */
+  python?: RootPythonTree;
 }
 
 export const imageRootStage: Stage<ImageRootDeps> = {
   name: "image-root",
   sources: [import.meta.filename, MMDEBSTRAP_MODULE],
-  inputs: (deps) => ({ ...pinnedInputs(deps), epoch: SOURCE_DATE_EPOCH }),
+  inputs: (deps) => ({
+    ...pinnedInputs(deps),
+    epoch: SOURCE_DATE_EPOCH,
+    ...(deps.python ? { python: { key: deps.python.key, version: deps.python.version, leaveOut: deps.python.leaveOut } } : {}),
+  }),
   async build(run, deps) {
-    await pinnedRootTar(run, deps, `own.${deps.recipe}`, BASE_TAR);
+    await pinnedRootTar(run, deps, `own.${deps.recipe}`, BASE_TAR, deps.python);
   },
 };
 

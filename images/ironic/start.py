@@ -100,22 +100,9 @@ progress("EFI system partition image made")
 # migration); an existing one (a restarted container on the same volume) is upgraded.
 env["ICN_IRONIC_SCHEMA"] = "upgrade" if os.path.exists(os.path.join(state, "ironic.sqlite")) else "create_schema"
 
-# Debian's Ironic 29.0.5 sets a node's parent_node to the node itself on every PATCH that
-# does not name parent_node (api/controllers/v1/utils.authorize_node_link_patch returns the
-# node when the field is absent, and the caller stores its uuid). The baremetal-operator
-# patches every node it registers, after which Ironic refuses to power it on ("parent_node
-# <itself> is presently locked"). Until Debian's Ironic is fixed, a patch that does not
-# touch the field leaves it alone (ports and port groups still get their node back).
 RUN_IRONIC = """
 import sys
-import ironic.cmd  # first: it monkey-patches for eventlet before anything imports ssl
-from ironic.api.controllers.v1 import utils
-_link_patch = utils.authorize_node_link_patch
-def authorize_node_link_patch(orig_node, patch, field_name):
-    if field_name == "parent_node" and not utils.get_patch_values(patch, "/parent_node"):
-        return None
-    return _link_patch(orig_node, patch, field_name)
-utils.authorize_node_link_patch = authorize_node_link_patch
+import ironic.command  # first: it selects oslo.service's threading backend
 
 # The schema, right after Ironic has read its configuration (what ironic-dbsync does,
 # without a second interpreter importing Ironic again).
@@ -135,7 +122,7 @@ def prepare_service(*args, **kwargs):
     print(f"ironic-start: database schema {action} done in {time.monotonic() - began:.1f} s", flush=True)
     return result
 ironic_service.prepare_service = prepare_service
-from ironic.cmd.singleprocess import main
+from ironic.command.singleprocess import main
 sys.argv = ["ironic", "--config-file", sys.argv[1]]
 sys.exit(main())
 """

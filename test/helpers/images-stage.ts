@@ -14,7 +14,7 @@ export interface MiniImage {
 
 /**
  * An images stage's output in miniature, for the images bundle: two small images in an
- * OCI layout (`icn/bpa:0.1.0`, also tagged `latest`, and `icn/ironic:29.0.5`) and their list.
+ * OCI layout (`icn/bpa:0.1.0`, also tagged `latest`, and `icn/ironic:39.0.0`) and their list.
  */
 export async function makeImagesStage(dir: string, storeDir: string): Promise<MiniImage[]> {
   const store = new ContentStore(storeDir);
@@ -22,7 +22,7 @@ export async function makeImagesStage(dir: string, storeDir: string): Promise<Mi
   const images: MiniImage[] = [];
   for (const [repository, tag, tags] of [
     ["icn/bpa", "0.1.0", ["latest"]],
-    ["icn/ironic", "29.0.5", []],
+    ["icn/ironic", "39.0.0", []],
   ] as const) {
     const file = join(dir, `${repository.replace("/", "-")}.txt`);
     await writeFile(file, `the ${repository} program\n`);

@@ -12,7 +12,7 @@ import yaml from "js-yaml";
 import { REPO } from "./cli.js";
 import { startInImage, unpackImage, type InImageOptions } from "./oci-rootfs.js";
 
-export const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:29.0.5";
+export const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:39.0.0";
 
 export interface Server {
   name: string;

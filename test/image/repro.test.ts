@@ -293,29 +293,38 @@ describe("reproducible build", () => {
     expect(npm.map((c) => c.name)).toEqual(expect.arrayContaining(["@kubernetes/client-node", "@tus/server", "js-yaml"]));
     const bpa = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/bpa:"));
     expect(bpa.dependsOn.filter((r: string) => r.startsWith("npm:")).sort()).toEqual(npm.map((c) => c["bom-ref"]).sort());
-    // The runner image's PyPI packages (kubespray's pinned requirements), as pypi purls the image depends on.
+    // The PyPI packages of the runner image (kubespray's pinned requirements), of Ironic's image and of the deploy
+    // ramdisk, as pypi purls each depends on: every one listed is one of theirs, each as its requirements.txt pins it.
     const pypi = components.filter((c) => c.purl?.startsWith("pkg:pypi/"));
-    expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr"]));
-    const runner = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/kubespray-runner:"));
+    expect(pypi.map((c) => c.name)).toEqual(expect.arrayContaining(["ansible", "ansible-core", "cryptography", "jmespath", "netaddr", "ironic", "oslo-db"]));
+    const pinned = (recipe: string) =>
+      [...readFileSync(join(REPO, `images/${recipe}/requirements.txt`), "utf8").matchAll(/^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)/gm)]
+        .map((m) => `pypi:${m[1]!.toLowerCase()}@${m[2]}`)
+        .sort();
+    const pypiOf = (ref: string) =>
+      bom.dependencies
+        .find((d: { ref: string }) => d.ref.startsWith(ref))
+        .dependsOn.filter((r: string) => r.startsWith("pypi:"))
+        .sort();
+    const runnerPypi = pypiOf("oci:bootstrap.icn:5000/icn/kubespray-runner:");
+    const ironicPypi = pypiOf("oci:bootstrap.icn:5000/icn/ironic:");
+    expect(ironicPypi).toEqual(pinned("ironic"));
+    expect(ironicPypi).toContain("pypi:ironic@39.0.0");
     const ipa = `pypi:ironic-python-agent@${/^ironic-python-agent==(\S+)/m.exec(readFileSync(join(REPO, "images/ipa-ramdisk/requirements.txt"), "utf8"))![1]}`;
-    expect(runner.dependsOn.filter((r: string) => r.startsWith("pypi:")).sort()).toEqual(
-      pypi
-        .map((c) => c["bom-ref"])
-        .filter((r) => r !== ipa)
-        .sort(),
-    );
+    expect(pypi.map((c) => c["bom-ref"]).sort()).toEqual([...new Set([...runnerPypi, ...ironicPypi, ipa])].sort());
     // The deploy ramdisk: ironic-python-agent from PyPI on its own Debian set, the kernel from the same set.
     for (const file of ["/boot/ironic-python-agent.initramfs", "/boot/ironic-python-agent.kernel"]) {
       const served = bom.dependencies.find((d: { ref: string }) => d.ref === `file:${file}`);
-      expect(served?.dependsOn, file).toEqual(expect.arrayContaining([ipa, "deb:os:ipa-ramdisk:linux-image-amd64", "deb:os:ipa-ramdisk:python3-oslo.service"]));
+      expect(served?.dependsOn, file).toEqual(expect.arrayContaining([ipa, "deb:os:ipa-ramdisk:linux-image-amd64", "deb:os:ipa-ramdisk:python3-cheroot"]));
       expect(served.dependsOn.filter((r: string) => r.startsWith("deb:")).every((r: string) => r.startsWith("deb:os:ipa-ramdisk:"))).toBe(true);
     }
-    // Ironic's image has a Debian root of its own: it depends on that set's packages, not on the shared base.
+    // Ironic's image has a Debian root of its own: it depends on that set's packages (its python3, the helpers), not on the shared base.
     const ironic = bom.dependencies.find((d: { ref: string }) => d.ref.startsWith("oci:bootstrap.icn:5000/icn/ironic:"));
     const ironicDebs = ironic.dependsOn.filter((r: string) => r.startsWith("deb:"));
     expect(ironicDebs.length).toBeGreaterThan(100);
     expect(ironicDebs.every((r: string) => r.startsWith("deb:own:ironic:"))).toBe(true);
-    expect(ironicDebs).toContain("deb:own:ironic:python3-ironic");
+    expect(ironicDebs).toEqual(expect.arrayContaining(["deb:own:ironic:python3.13", "deb:own:ironic:dnsmasq-base", "deb:own:ironic:ipmitool"]));
+    expect(ironicDebs).not.toContain("deb:own:ironic:python3-ironic");
     const files = components.filter((c) => c.type === "file");
     const kubeadm = files.find((c) => c.name.endsWith("/bin/linux/amd64/kubeadm"))!;
     expect(kubeadm.hashes![0]!.content).toBe(binaries.find((b) => b.name === "kubeadm")!.hashes![0]!.content);

@@ -288,7 +288,7 @@ describe("icn-bootstrap deploy", () => {
     try {
       const result = await deploy(server.kubeconfigPath, "--images", bundle, "--push-to", registry.address, "--push-insecure", "--wait", "0");
       expect(result.exitCode, result.all).toBe(0);
-      expect(result.stderr).toMatch(/2\/2 icn\/ironic:29\.0\.5 sha256:/);
+      expect(result.stderr).toMatch(/2\/2 icn\/ironic:39\.0\.0 sha256:/);
       expect(result.stderr).toContain(`2 images and charts in ${registry.address}, digests unchanged`);
       // Pushed before the release changed: the upgrade comes after.
       expect(result.stderr.indexOf("digests unchanged")).toBeLessThan(result.stderr.indexOf("icn installed"));

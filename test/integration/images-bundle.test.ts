@@ -64,7 +64,7 @@ describe("images bundle", () => {
     expect(pushed).toEqual(images);
     for (const image of images)
       for (const tag of [image.tag, ...image.tags]) expect(await manifestDigest(`${registry.address}/${image.repository}:${tag}`)).toBe(image.digest);
-    expect(lines).toEqual([expect.stringMatching(/^1\/2 icn\/bpa:0\.1\.0,latest sha256:/), expect.stringMatching(/^2\/2 icn\/ironic:29\.0\.5 sha256:/)]);
+    expect(lines).toEqual([expect.stringMatching(/^1\/2 icn\/bpa:0\.1\.0,latest sha256:/), expect.stringMatching(/^2\/2 icn\/ironic:39\.0\.0 sha256:/)]);
     // Pushing again (an upgrade with the same bundle) changes nothing and does not fail.
     await pushImagesBundle(bundle, { registry: registry.address, insecure: true, log: () => undefined });
   });

@@ -1,7 +1,7 @@
 /**
  * Metal3 as the appliance runs it, from the images the build makes: Metal3's
  * baremetal-operator (built from its pinned Go module) and the project's Ironic
- * (Debian's Ironic, the project's configuration), each run with bubblewrap on its own
+ * (Ironic 39 from PyPI, the project's configuration), each run with bubblewrap on its own
  * image root, against the integration project's real API server with Metal3's own CRDs.
  * The operator watches only this file's namespace (the other tests' hosts are the BPA's
  * stand-ins) and talks to Ironic over loopback with the credentials Ironic was started with.
@@ -11,7 +11,7 @@
  *   with Ironic's reason in status.errorMessage; a host next to it without a BMC stays
  *   unmanaged, without an error.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -31,6 +31,7 @@ const c = clients(kc);
 let work: string;
 let ns: string;
 let ironicPort: number;
+let ironicRoot: string;
 let password: string;
 let auth: string;
 const processes: { kill: () => boolean }[] = [];
@@ -70,7 +71,7 @@ beforeAll(async () => {
   });
   const bmoRoot = join(work, "bmo-root");
   await unpackImage(content.images!.dir, BMO, bmoRoot);
-  const ironicRoot = await unpackIronic(content.images!.dir, work);
+  ironicRoot = await unpackIronic(content.images!.dir, work);
   // Mount points, as the container runtime makes them for the pods' volumes.
   await mkdir(join(bmoRoot, "opt/metal3/auth"), { recursive: true });
   await writeFile(join(bmoRoot, "kubeconfig"), "");
@@ -124,6 +125,19 @@ describe("Metal3 from the appliance's images", () => {
     // The API's version range covers what the baremetal-operator requires (1.89).
     const root = (await (await fetch(`http://127.0.0.1:${ironicPort}/`)).json()) as { default_version: { version: string } };
     expect(Number(root.default_version.version.split(".")[1])).toBeGreaterThanOrEqual(89);
+  });
+
+  it("Ironic is OpenStack 2026.2's (39.0.0, from PyPI) on the image's python3, with its bytecode made at build time", async () => {
+    const root = (await (await fetch(`http://127.0.0.1:${ironicPort}/`)).json()) as { default_version: { version: string } };
+    // 1.110 is the newest the pinned baremetal-operator asks for (deployment abort); 2025.1's Ironic stopped at 1.96.
+    expect(Number(root.default_version.version.split(".")[1])).toBeGreaterThanOrEqual(110);
+    const site = join(ironicRoot, "usr/local/lib/python3.13/dist-packages");
+    expect(await readdir(site)).toContain("ironic-39.0.0.dist-info");
+    // The root is read-only in the pod: without .pyc made for this python every start compiles what it imports again.
+    expect(await readdir(join(site, "ironic/__pycache__"))).toContain("__init__.cpython-313.pyc");
+    // What the recipe leaves out (python.leaveOut): Ironic's unit tests.
+    expect(await readdir(join(site, "ironic"))).not.toContain("tests");
+    expect(await readdir(join(ironicRoot, "usr/lib/python3/dist-packages")).catch(() => [])).not.toContain("ironic");
   });
 
   it("a host whose BMC does not answer ends in registration error with Ironic's reason; its neighbour is not disturbed", { timeout: 15 * 60_000 }, async () => {

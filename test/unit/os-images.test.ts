@@ -30,7 +30,8 @@ describe("OS images of the definition", () => {
     });
     const pinned = (await loadLock(DEFAULT_LOCK)).images?.debian.os?.["ipa-ramdisk"];
     expect(pinned?.requested).toEqual([...new Set(recipe.debian.packages)].sort());
-    for (const name of ["linux-image-amd64", "systemd", "python3-oslo.service", "qemu-utils", "lshw"]) expect(pinned?.packages, name).toHaveProperty(name);
+    for (const name of ["linux-image-amd64", "systemd", "python3-cheroot", "python3-oslo.config", "qemu-utils", "lshw"])
+      expect(pinned?.packages, name).toHaveProperty(name);
     // Debian's own agent package is not among them (it would pull libguestfs-tools): the agent is PyPI's.
     expect(pinned?.packages).not.toHaveProperty("ironic-python-agent");
     expect(pinned?.packages).not.toHaveProperty("libguestfs-tools");
