@@ -27,16 +27,17 @@ import { inImage } from "../helpers/oci-rootfs.js";
 /** What Ironic adds to the kernel command line for a virtual-media boot (an address nobody answers: the agent is not the point here). */
 const AGENT_PARAMS = "ipa-api-url=http://192.0.2.1:6385 boot_method=vmedia";
 
-/** Ironic's ISO builder, called as its redfish-virtual-media boot interface calls it (image_utils._prepare_iso_image), with the image's configuration. */
+/** Ironic's ISO builder, called as its redfish-virtual-media boot interface calls it (image_utils._prepare_iso_image: the command line parsed into a KernelCommandLine), with the image's configuration. */
 const MAKE_ISOS = `
 import sys
 from ironic.conf import CONF
 CONF(["--config-file", "/etc/ironic/ironic.conf"], project="ironic")
 CONF.set_override("tempdir", "/tmp")
 from ironic.common import images
-params = CONF.redfish.kernel_append_params + " " + sys.argv[1]
+from ironic.common.kernel_parameters import KernelCommandLine
+params = KernelCommandLine.parse(CONF.redfish.kernel_append_params + " " + sys.argv[1])
 for mode in ("uefi", "bios"):
-    images.create_boot_iso(None, f"/var/lib/ironic/{mode}.iso", "file:///var/lib/ironic/kernel", "file:///var/lib/ironic/initramfs", kernel_params=params, boot_mode=mode)
+    images.create_boot_iso(None, f"/var/lib/ironic/{mode}.iso", "file:///var/lib/ironic/kernel", "file:///var/lib/ironic/initramfs", kernel_cmd_line=params, boot_mode=mode)
 `;
 
 let work: string;
