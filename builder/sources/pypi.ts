@@ -20,7 +20,13 @@ import { UserError } from "../errors.js";
 
 /** The glibc of the images' Debian (trixie: 2.41) runs every manylinux wheel up to that. */
 const PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"];
-const LAYOUT_VERSION = "2";
+const LAYOUT_VERSION = "3";
+/**
+ * The pip that installs every tree, pinned: the host's own (its python3's ensurepip) writes
+ * other console-script wrappers and RECORD lines from one version to the next, so the same
+ * requirements made a different tree, and image digest, on another host.
+ */
+const PIP_REQUIREMENT = "pip==26.3 --hash=sha256:f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13\n";
 
 export interface PythonTree {
   dir: string;
@@ -52,10 +58,10 @@ export function checkPinnedRequirements(text: string, file: string): { name: str
 
 async function pipVenv(log: (message: string) => void): Promise<string> {
   const venv = join(cacheRoot(), "python", "pip-venv");
-  const pip = join(venv, "bin", "pip");
+  const pipPath = join(venv, "bin", "pip");
   const complete = join(venv, ".complete");
-  if (existsSync(complete)) return pip;
-  log(`creating the build's pip (python3 -m venv ${venv})`);
+  if (existsSync(complete) && (await readFile(complete, "utf8")) === PIP_REQUIREMENT) return pipPath;
+  log(`creating the build's pip (python3 -m venv ${venv}, ${PIP_REQUIREMENT.split(" ")[0]})`);
   await rm(venv, { recursive: true, force: true });
   const made = await execa("python3", ["-m", "venv", venv], { all: true, reject: false });
   if (made.failed)
@@ -63,8 +69,11 @@ async function pipVenv(log: (message: string) => void): Promise<string> {
       `cannot create a Python venv for pip: ${String(made.all).trim().split("\n").pop()}`,
       "install python3-venv (scripts/setup-host.sh does)",
     );
-  await writeFile(complete, "");
-  return pip;
+  const requirement = join(venv, "pip-requirement.txt");
+  await writeFile(requirement, PIP_REQUIREMENT);
+  await pip(pipPath, ["install", "--require-hashes", "--no-deps", "-r", requirement], "the build's pip");
+  await writeFile(complete, PIP_REQUIREMENT);
+  return pipPath;
 }
 
 async function pip(pipPath: string, args: string[], what: string): Promise<void> {
