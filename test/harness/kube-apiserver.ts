@@ -28,8 +28,10 @@ export interface KubeTestServer {
   stop(): Promise<void>;
   /** Milliseconds from spawning etcd to kube-apiserver's /readyz answering ok. */
   startupMs: number;
-  /** The temporary directory with certificates, data and the two logs. */
+  /** The temporary directory with certificates, data (etcd-data/) and the two logs. */
   dir: string;
+  /** etcd's client URL (plain HTTP on loopback). */
+  etcdUrl: string;
 }
 
 export interface KubeTestServerOptions {
@@ -39,6 +41,8 @@ export interface KubeTestServerOptions {
   /** How long to wait for /readyz. */
   readyTimeoutMs?: number;
   log?: (message: string) => void;
+  /** More kube-apiserver flags (e.g. --encryption-provider-config=...). */
+  apiserverArgs?: string[];
 }
 
 export async function startKubeTestServer(opts: KubeTestServerOptions = {}): Promise<KubeTestServer> {
@@ -118,6 +122,7 @@ export async function startKubeTestServer(opts: KubeTestServerOptions = {}): Pro
         "--allow-privileged=true",
         "--profiling=false",
         "--v=1",
+        ...(opts.apiserverArgs ?? []),
       ],
       join(dir, "kube-apiserver.log"),
     );
@@ -137,7 +142,7 @@ export async function startKubeTestServer(opts: KubeTestServerOptions = {}): Pro
 
     const kubeconfigPath = join(dir, "kubeconfig");
     await writeFile(kubeconfigPath, kubeconfig(server, tls), { mode: 0o600 });
-    return { kubeconfigPath, server, stop, startupMs, dir };
+    return { kubeconfigPath, server, stop, startupMs, dir, etcdUrl };
   } catch (error) {
     await stop();
     throw error;

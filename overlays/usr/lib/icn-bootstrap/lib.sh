@@ -1,7 +1,7 @@
 # Shared by the first-boot steps. Each step is idempotent: it records completion in a
 # stamp under /var/lib/icn-bootstrap/, written only after the step's work is durable,
 # so a power cut mid-step simply re-runs it at the next boot.
-STAMPS=/var/lib/icn-bootstrap
+STAMPS=${ICN_BOOTSTRAP_STAMPS:-/var/lib/icn-bootstrap}
 mkdir -p "$STAMPS"
 
 stamp() { sync; touch "$STAMPS/$1.done"; sync; }
