@@ -92,7 +92,9 @@ async function init(folder: string, force: boolean): Promise<number> {
 async function check(folder: string): Promise<number> {
   const result = await runSiteScript(["check", folder]);
   if (result.exitCode === 0) {
-    console.log(`${folder}: ${result.stdout}`);
+    const [valid, ...explained] = result.stdout.split("\n").filter(Boolean);
+    console.log(`${folder}: ${valid}`);
+    for (const line of explained) console.log(`  ${line}`);
     return 0;
   }
   if (result.exitCode !== INVALID) throw new Error(`site.py check failed: ${result.all}`);

@@ -44,7 +44,13 @@ describe("site.yaml validation", () => {
         "README.txt": "not a manifest",
       },
     );
-    expect(await py("check", full)).toEqual({ code: 0, lines: ["valid: site.yaml and 2 objects in 1 file under manifests/"] });
+    expect(await py("check", full)).toEqual({
+      code: 0,
+      lines: [
+        "valid: site.yaml and 2 objects in 1 file under manifests/",
+        "secrets.key: tpm: the key of the cluster's Secrets is sealed to this machine's TPM 2.0 and to PCR 7: the disk alone opens nothing; a machine without a TPM stops before Kubernetes starts; no secrets.recoveryRecipient: a replaced board needs a backup (icn-backup) to get the Secrets back",
+      ],
+    });
     expect(JSON.parse((await py("objects", full)).lines[0]!)).toEqual([{ file: "manifests/hosts.yaml", kinds: ["BareMetalHost", "Secret"], secret: true }]);
   });
 
@@ -56,7 +62,7 @@ describe("site.yaml validation", () => {
     const { code, lines } = await py("check", bad);
     expect(code).toBe(3);
     expect(lines).toEqual([
-      "extra: unknown key (known here: version, hostname, network, provisioning, access, install, upgrade)",
+      "extra: unknown key (known here: version, hostname, network, provisioning, access, install, upgrade, secrets)",
       "hostname: expected a host name (lowercase letters, digits and '-', at most 63), got 'Site_A'",
       "network.dhcp: expected true or false, got 'yes'",
       "network.interfaces[0].address: 10.10.0.0 is the network address of 10.10.0.0/24",
@@ -71,6 +77,29 @@ describe("site.yaml validation", () => {
       "manifests/bad name.yaml: file names may hold only letters, digits, '.', '_' and '-'",
       "manifests/notes.doc: not a manifest file (expected .yaml, .yml, .json)",
     ]);
+  });
+
+  it("checks how the Secrets' key is kept, says what the choice protects, and writes it for secrets-key", async () => {
+    const recipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p";
+    const bad = await site("secrets:\n  key: passphrase\n  tpmPcrs: [7, 24]\n  recoveryRecipient: ssh-ed25519 AAAA\n  escrow: true\n");
+    expect((await py("check", bad)).lines).toEqual([
+      "secrets.escrow: unknown key (known here: key, tpmPcrs, recoveryRecipient)",
+      "secrets.key: expected tpm (sealed to this machine's TPM 2.0) or disk (in clear beside the data, for a machine without a TPM), got 'passphrase'",
+      "secrets.tpmPcrs: expected a list of PCR numbers 0-23 (e.g. [7]), got [7, 24]",
+      "secrets.recoveryRecipient: expected an age public key (age1..., as age-keygen prints it), got 'ssh-ed25519 AAAA'",
+    ]);
+    expect((await py("check", await site("secrets:\n  key: disk\n  tpmPcrs: [7]\n"))).lines).toEqual(["secrets.tpmPcrs: only with key: tpm"]);
+    expect((await py("check", await site("secrets:\n  tpmPcrs: []\n"))).lines[1]).toMatch(/sealed to this machine's TPM 2\.0 \(to no PCR\): /);
+    const disk = await site(`secrets:\n  key: disk\n  recoveryRecipient: ${recipient}\n`);
+    expect((await py("check", disk)).lines[1]).toBe(
+      `secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0; a copy is encrypted to ${recipient} (the operator's way back)`,
+    );
+    const root = join(work, "secrets-root");
+    await py("apply", await site("secrets:\n  tpmPcrs: [7, 0, 7]\n"), "--root", root);
+    const env = await readFile(join(root, "etc/icn-bootstrap/site/site.env"), "utf8");
+    expect(env).toMatch(/^ICN_SECRETS_KEY=tpm$/m);
+    expect(env).toMatch(/^ICN_SECRETS_TPM_PCRS=0\+7$/m);
+    expect(env).not.toMatch(/RECOVERY/);
   });
 
   it("reads an install-to-disk request, and checks its disk and wipe", async () => {

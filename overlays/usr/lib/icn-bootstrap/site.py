@@ -74,6 +74,17 @@ version: 1
 #       MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...
 #       -----END PUBLIC KEY-----
 
+# The key that encrypts the bootstrap cluster's Secrets (every cluster's kubeconfig, the
+# nodes' SSH key, BMC passwords) in etcd, kept on the data partition (docs/secrets-at-rest.md):
+# secrets:
+#   key: tpm                   # tpm (default): sealed to this machine's TPM 2.0; the disk
+#                              # alone opens nothing. disk: in clear beside the data, for a
+#                              # machine without a TPM (protects nothing against a stolen disk)
+#   tpmPcrs: [7]               # also bound to these PCRs (default [7]: the Secure Boot state
+#                              # and its keys; [] for none)
+#   recoveryRecipient: age1... # a copy encrypted to the operator's age key (age-keygen): the
+#                              # way back on a replaced board
+
 # Install to the server's internal disk at the first boot from the stick, then reboot
 # from it (the stick can then be removed). A disk that is not empty is refused unless
 # wipe is true. `disk` is a device path or a part of its /dev/disk/by-id name.
@@ -142,6 +153,7 @@ INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$")
 PUBLIC_KEY_PEM = re.compile(r"^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+-----END PUBLIC KEY-----\n?$")
+AGE_RECIPIENT = re.compile(r"^age1[02-9ac-hj-np-z]{58}$")
 INSTALL_DISK = re.compile(r"^(/dev/[A-Za-z0-9._:/+-]+|[A-Za-z0-9._:+-]+)$")
 K8S_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 K8S_LABEL = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -246,10 +258,10 @@ def check_settings(data):
     errors = Errors()
     if data is None:
         data = {}
-    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install", "upgrade"])
+    top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install", "upgrade", "secrets"])
     if top is None:
         return None, errors
-    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None, "upgradeTrustedKeys": []}
+    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None, "upgradeTrustedKeys": [], "secrets": {"key": "tpm", "tpmPcrs": [7], "recoveryRecipient": None}}
     if "version" in top and top["version"] != 1:
         errors.add("version", f"this appliance reads version 1, got {top['version']!r}")
     if "hostname" in top:
@@ -315,6 +327,23 @@ def check_settings(data):
         upgrade = mapping(errors, "upgrade", top["upgrade"], ["trustedKeys"]) or {}
         if "trustedKeys" in upgrade:
             settings["upgradeTrustedKeys"] = string_list(errors, "upgrade.trustedKeys", upgrade["trustedKeys"], lambda p, v: public_key(errors, p, v))
+    if "secrets" in top:
+        secrets = mapping(errors, "secrets", top["secrets"], ["key", "tpmPcrs", "recoveryRecipient"]) or {}
+        if "key" in secrets:
+            if secrets["key"] in ("tpm", "disk"):
+                settings["secrets"]["key"] = secrets["key"]
+            else:
+                errors.add("secrets.key", f"expected tpm (sealed to this machine's TPM 2.0) or disk (in clear beside the data, for a machine without a TPM), got {secrets['key']!r}")
+        if "tpmPcrs" in secrets:
+            pcrs = secrets["tpmPcrs"]
+            if not isinstance(pcrs, list) or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 23 for p in pcrs):
+                errors.add("secrets.tpmPcrs", f"expected a list of PCR numbers 0-23 (e.g. [7]), got {pcrs!r}")
+            elif settings["secrets"]["key"] != "tpm" and pcrs:
+                errors.add("secrets.tpmPcrs", "only with key: tpm")
+            else:
+                settings["secrets"]["tpmPcrs"] = sorted(set(pcrs))
+        if "recoveryRecipient" in secrets:
+            settings["secrets"]["recoveryRecipient"] = string(errors, "secrets.recoveryRecipient", secrets["recoveryRecipient"], AGE_RECIPIENT, "an age public key (age1..., as age-keygen prints it)")
     if "install" in top:
         install = mapping(errors, "install", top["install"], ["disk", "wipe"])
         if install is not None:
@@ -547,8 +576,28 @@ def config_files(settings):
     if prov:
         env += f"ICN_PROVISIONING_INTERFACE={prov['interface']}\nICN_PROVISIONING_ADDRESS={prov['address']}\nICN_PROVISIONING_DHCP_RANGE={prov['dhcpRange']}\n"
         env += f"ICN_PROVISIONING_MASQUERADE={'true' if prov['masquerade'] else 'false'}\n"
+    secrets = settings["secrets"]
+    env += f"ICN_SECRETS_KEY={secrets['key']}\n"
+    if secrets["key"] == "tpm":
+        env += f"ICN_SECRETS_TPM_PCRS={'+'.join(str(p) for p in secrets['tpmPcrs']) or 'none'}\n"
+    if secrets["recoveryRecipient"]:
+        env += f"ICN_SECRETS_RECOVERY_RECIPIENT={secrets['recoveryRecipient']}\n"
     files["etc/icn-bootstrap/site/site.env"] = env
     return files
+
+
+def secrets_explained(secrets):
+    """What the site's choice for the Secrets' key protects, in a line or two."""
+    if secrets["key"] == "disk":
+        text = "secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0"
+    else:
+        pcrs = f" and to PCR {'+'.join(str(p) for p in secrets['tpmPcrs'])}" if secrets["tpmPcrs"] else " (to no PCR)"
+        text = f"secrets.key: tpm: the key of the cluster's Secrets is sealed to this machine's TPM 2.0{pcrs}: the disk alone opens nothing; a machine without a TPM stops before Kubernetes starts"
+    if secrets["recoveryRecipient"]:
+        text += f"; a copy is encrypted to {secrets['recoveryRecipient']} (the operator's way back)"
+    elif secrets["key"] == "tpm":
+        text += "; no secrets.recoveryRecipient: a replaced board needs a backup (icn-backup) to get the Secrets back"
+    return text
 
 
 # Every path a site may write: apply removes those the current settings do not make.
@@ -673,6 +722,7 @@ def main(argv):
     if args.command == "check":
         kinds = sum(len(f["kinds"]) for f in files)
         print(f"valid: {SITE_FILE}" + (f" and {kinds} object{'s' if kinds != 1 else ''} in {len(files)} file{'s' if len(files) != 1 else ''} under {MANIFESTS}/" if files else ""))
+        print(secrets_explained(settings["secrets"]))
         return 0
     if args.command == "objects":
         print(json.dumps(files))
