@@ -97,6 +97,36 @@ describe("icn-backup", () => {
     expect(names.filter((n) => n.includes("/pods") || n.includes("/upgrade"))).toEqual([]);
   });
 
+  it("carries the Secrets' keys unsealed (the sealed form opens on this machine's TPM only), and refuses when one is not unsealed", async () => {
+    const keys = join(work, "secrets-key");
+    const unsealed = join(work, "run-secrets");
+    await mkdir(keys, { recursive: true });
+    await mkdir(unsealed, { recursive: true });
+    await writeFile(join(keys, "order"), "key-2\nkey-1\n");
+    for (const name of ["key-2", "key-1"]) {
+      await writeFile(join(keys, `${name}.cred`), "sealed to this TPM");
+      await writeFile(join(unsealed, `${name}.key`), `32 bytes of ${name}`);
+    }
+    await writeFile(join(keys, "key-2.age"), "the operator's copy");
+    await writeFile(join(unsealed, "encryption.yaml"), "the API server's file");
+    const members = (code: string) => py(`print(json.dumps(${code}))`);
+    const carried: [string, string][] = JSON.parse(await members(`b.secrets_key_members(${JSON.stringify(keys)}, ${JSON.stringify(unsealed)})`));
+    const name = "state/var/lib/icn-bootstrap/secrets-key";
+    expect(carried).toEqual([
+      [name, keys],
+      [`${name}/order`, join(keys, "order")],
+      [`${name}/key-2.key`, join(unsealed, "key-2.key")],
+      [`${name}/key-2.age`, join(keys, "key-2.age")],
+      [`${name}/key-1.key`, join(unsealed, "key-1.key")],
+    ]);
+    const stateNames: string[] = JSON.parse(await members(`[n for n, p in b.state_members(${stateTable(state)}, [], "")]`));
+    expect(stateNames.filter((n) => n.includes("secrets-key"))).toEqual([]);
+    await rm(join(unsealed, "key-1.key"));
+    await expect(members(`b.secrets_key_members(${JSON.stringify(keys)}, ${JSON.stringify(unsealed)})`)).rejects.toThrow(
+      /the key key-1 of the cluster's Secrets is not unsealed/,
+    );
+  });
+
   it("writes an age file with nothing in clear, which only the operator's identity opens, and gives every file back as it was", async () => {
     const backup = await makeBackup("whole.age");
     const bytes = await readFile(backup);
