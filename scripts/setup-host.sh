@@ -25,6 +25,8 @@ declare -A tools=(
   [socat]=socat
   # test/unit/backup.test.ts: the appliance's backups are age files (icn-backup)
   [age]=age [age-keygen]=age
+  # test/unit/secrets-key.test.ts: the Secrets' key sealed to an emulated TPM 2.0 (systemd-creds)
+  [swtpm]=swtpm [swtpm_setup]=swtpm-tools [systemd-creds]=systemd
 )
 # data-only packages, checked by a file they ship
 declare -A files=(
@@ -35,6 +37,10 @@ declare -A files=(
   [/usr/lib/python3/dist-packages/yaml/__init__.py]=python3-yaml
   [/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so]=libvirt-daemon-driver-qemu
   [/usr/lib/python3/dist-packages/libvirt.py]=python3-libvirt
+  [/usr/lib/x86_64-linux-gnu/libtss2-tcti-swtpm.so.0]=libtss2-tcti-swtpm0
+  [/usr/lib/x86_64-linux-gnu/libtss2-esys.so.0]=libtss2-esys-3.0.2-0
+  [/usr/lib/x86_64-linux-gnu/libtss2-rc.so.0]=libtss2-rc0
+  [/usr/lib/x86_64-linux-gnu/libtss2-mu.so.0]=libtss2-mu0
 )
 
 missing=()

@@ -7,6 +7,7 @@ import { requireFile, requireTools } from "../host-tools.js";
 import { log } from "../log.js";
 import { chooseAccel, type Accel } from "./accel.js";
 import { ConsoleTail } from "./console.js";
+import { startQemuTpm, type QemuTpm } from "./tpm.js";
 
 export type Firmware = "bios" | "uefi";
 export const READY_MARKER = /ICN-BOOTSTRAP-READY.*/;
@@ -19,6 +20,12 @@ const OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 export interface BootOptions {
   image: string;
   firmware: Firmware;
+  /**
+   * A TPM 2.0 (swtpm), as servers have: the appliance seals the key of its cluster's
+   * Secrets to it. Its state is kept beside `disk` (DISK.tpm/), so one machine keeps its
+   * TPM across boots; without `disk`, it lives as long as this boot. Default true.
+   */
+  tpm?: boolean;
   /** How long to wait for the ready marker; a VM kept running (keepRunning) lives on after it. */
   timeoutSeconds: number;
   memoryMiB?: number;
@@ -117,6 +124,7 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
   if (options.firmware === "uefi") await requireFile(OVMF_CODE, "ovmf");
   const work = await mkdtemp(join(tmpdir(), "icn-boot-"));
   let keep = false;
+  let tpm: QemuTpm | undefined;
   try {
     const overlay = options.disk ?? join(work, "disk.qcow2");
     const backingFormat = imageKind(options.image) === "qcow2" ? "qcow2" : "raw";
@@ -130,13 +138,25 @@ export async function bootImage(options: BootOptions): Promise<BootResult> {
     }
     const machine = await machineArgs(options, overlay, work);
     const accel = await chooseAccel([...machine, "-snapshot"], options.accel);
-    const result = await watchConsole([...accelArgs(accel, options.tcgMultiThread), ...machine], consolePath(work), options, accel, () =>
-      rm(work, { recursive: true, force: true }),
+    // After the KVM probe: swtpm serves one QEMU run and ends with it.
+    tpm = options.tpm === false ? undefined : await startQemuTpm(options.disk ? `${options.disk}.tpm` : join(work, "tpm"), work);
+    const result = await watchConsole(
+      [...accelArgs(accel, options.tcgMultiThread), ...machine, ...(tpm?.args ?? [])],
+      consolePath(work),
+      options,
+      accel,
+      async () => {
+        tpm?.stop();
+        await rm(work, { recursive: true, force: true });
+      },
     );
     keep = Boolean(result.stop);
     return result;
   } finally {
-    if (!keep) await rm(work, { recursive: true, force: true });
+    if (!keep) {
+      tpm?.stop();
+      await rm(work, { recursive: true, force: true });
+    }
   }
 }
 

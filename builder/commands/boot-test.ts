@@ -10,18 +10,22 @@ import type { Command } from "./command.js";
 export const bootTestCommand: Command = {
   name: "boot-test",
   summary: "boot an image in QEMU and wait until the appliance reports ready",
-  usage: `usage: icn-bootstrap boot-test IMAGE [--firmware bios|uefi] [--timeout SECONDS] [--accel kvm|tcg]
+  usage: `usage: icn-bootstrap boot-test IMAGE [--firmware bios|uefi] [--timeout SECONDS] [--accel kvm|tcg] [--no-tpm]
 
 Boots IMAGE (out/<name>.img is attached as a USB stick, out/<name>.qcow2 as a virtio
 disk) on a throw-away overlay, watches the serial console and succeeds when the
 appliance prints its ready marker. On failure it prints the console's last lines.
 KVM is used when a probe shows it works, else TCG (software emulation: slow).
+The machine has a TPM 2.0 (swtpm), as servers have: the appliance seals the key of its
+cluster's Secrets to it.
 
 options:
   --firmware bios|uefi  SeaBIOS or OVMF (default: uefi for .img, bios for .qcow2)
   --timeout SECONDS     give up after this long (default: 900)
   --memory MIB          guest memory (default: 2048)
-  --accel kvm|tcg       skip the KVM probe`,
+  --accel kvm|tcg       skip the KVM probe
+  --no-tpm              a machine without a TPM (the appliance then needs site.yaml's
+                        secrets.key: disk to start its cluster)`,
   async run(argv) {
     const { values, positionals } = parseCommandArgs(
       "boot-test",
@@ -31,6 +35,7 @@ options:
         timeout: { type: "string" },
         memory: { type: "string" },
         accel: { type: "string" },
+        "no-tpm": { type: "boolean" },
       },
       true,
     );
@@ -47,7 +52,7 @@ options:
     const timeoutSeconds = positiveNumber(values.timeout ?? "900", "--timeout");
     const memoryMiB = positiveNumber(values.memory ?? "2048", "--memory");
     log("boot-test", `booting ${image} (${firmware}), timeout ${timeoutSeconds}s`);
-    const result = await bootImage({ image, firmware, timeoutSeconds, memoryMiB, accel });
+    const result = await bootImage({ image, firmware, timeoutSeconds, memoryMiB, accel, tpm: !values["no-tpm"] });
     if (!result.ready) {
       throw new UserError(
         `${image} did not become ready (${firmware}, ${result.accel}): ${result.failure}\nlast console lines:\n  ${result.lastLines.slice(-20).join("\n  ")}`,
