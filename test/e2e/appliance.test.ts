@@ -34,6 +34,7 @@ import { bmh } from "../fixtures/bpa/hosts.js";
 import { createHost, createProvisioning, waitFor } from "../integration/bpa/helpers.js";
 import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
+import { fileHolds } from "../helpers/disk-search.js";
 import { sshToVm } from "../helpers/ssh.js";
 import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
@@ -376,9 +377,28 @@ describe("the appliance", () => {
       `etcd member before the reboot: ${member}; data partition: ${(await ssh(sshPort, "df -h --output=size,used /var/lib/icn-data | tail -n1")).stdout.trim()}`,
     );
 
+    // Secrets at rest: a Secret's value and the key that encrypts it are nowhere on the
+    // stopped machine's disk; the Secret is read back through the API server.
+    const atRest = `at-rest-${randomBytes(12).toString("hex")}`;
+    await c.core.createNamespacedSecret({ namespace: "default", body: { metadata: { name: "at-rest" }, stringData: { value: atRest } } });
+    const secretsKey = await ssh(
+      sshPort,
+      "icn-secrets-key status; base64 -w0 /run/icn-bootstrap/secrets/$(head -n1 /var/lib/icn-bootstrap/secrets-key/order).key",
+    );
+    console.log(`the Secrets' key:\n  ${secretsKey.stdout.split("\n").slice(0, -1).join("\n  ")}`);
+    expect(secretsKey.stdout).toMatch(/^kept: tpm \(PCRs 7\)/m);
+    expect(secretsKey.stdout).not.toMatch(/^\s+identity: /m);
+    const clearKey = Buffer.from(secretsKey.stdout.trim().split("\n").pop()!, "base64");
+    expect(clearKey).toHaveLength(32);
+    await ssh(sshPort, "sync");
+
     // Second boot: the cluster is not initialised again and the Provisioning is still there.
     await ssh(sshPort, "systemctl poweroff").catch(() => undefined);
     await vm.stop!();
+    const searched = Date.now();
+    const onTheDisk = await fileHolds(disk, [Buffer.from(atRest), clearKey, Buffer.from(clearKey.toString("base64"))]);
+    console.log(`searched the stopped appliance's disk (${disk}) in ${((Date.now() - searched) / 1000).toFixed(0)} s`);
+    expect(onTheDisk, "the Secret's value, the key, the key in base64").toEqual([false, false, false]);
     consoleLines.length = 0;
     const onDisk = (await execa("mdir", ["-/", "-b", "-i", siteDisk, "::/manifests"])).stdout;
     expect(onDisk).not.toMatch(/10-bmc-secret\.yaml/);
@@ -396,6 +416,8 @@ describe("the appliance", () => {
       name: "provisioning-sample",
     });
     expect((again as Provisioning).status?.installJob).toBe(provisioning.status!.installJob);
+    const readBack = await c.core.readNamespacedSecret({ namespace: "default", name: "at-rest" });
+    expect(Buffer.from(readBack.data!.value!, "base64").toString()).toBe(atRest); // unsealed by the same TPM at the second boot
     // The uploads survived the reboot: still served, still listed by the API.
     expect(await servedFile()).toBe(sha256(blob));
     const uploads = await waitFor(

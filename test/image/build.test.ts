@@ -155,6 +155,13 @@ describe("icn-bootstrap build with the default definition", () => {
       expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
     expect(await debugfs(ext, "cat /etc/icn-bootstrap/kubeadm.yaml")).toMatch(/advertiseAddress: 10\.254\.254\.254/);
     expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-kubernetes.service")).toMatchObject({ type: "symlink" });
+    // The Secrets' key: unsealed at every boot before the kubelet, by systemd-creds through the TPM software stack.
+    expect(await statInFs(ext, "/etc/systemd/system/multi-user.target.wants/icn-secrets-key.service")).toMatchObject({ type: "symlink" });
+    expect(await debugfs(ext, "cat /etc/icn-bootstrap/kubeadm.yaml")).toContain(
+      "name: encryption-provider-config, value: /etc/kubernetes/icn-secrets/encryption.yaml",
+    );
+    for (const library of ["libtss2-esys.so.0", "libtss2-rc.so.0", "libtss2-mu.so.0", "libtss2-tcti-device.so.0"])
+      expect(await statInFs(ext, `/usr/lib/x86_64-linux-gnu/${library}`), library).toMatchObject({ type: "symlink" });
     // The first boot installs the BPA, Metal3 and Ironic from the very chart written beside the images: one source, no copy of the manifests.
     const chartInRoot = join(await testOut("icn-chart-"), "chart.tgz");
     await execa("debugfs", ["-R", `dump /usr/share/icn-bootstrap/infra-local-controller.tgz ${chartInRoot}`, ext], { stderr: "ignore" });
