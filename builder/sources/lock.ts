@@ -7,6 +7,7 @@ import { OFFLINE_GROUPS } from "../kubespray/components.js";
 import { ADDON_GROUPS } from "../addons/components.js";
 import { METAL3_GROUPS } from "../metal3/components.js";
 import { TOOL_GROUPS } from "./tool-groups.js";
+import { APPLIANCE_GROUPS } from "./appliance-groups.js";
 import { DEFAULT_LOCK } from "../lockfile.js";
 import { log as defaultLog } from "../log.js";
 import { compareVersions } from "../check/versions.js";
@@ -269,6 +270,7 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
       ...OFFLINE_GROUPS,
       ...METAL3_GROUPS,
       ...ADDON_GROUPS,
+      ...APPLIANCE_GROUPS,
       ...TOOL_GROUPS,
     ];
   }

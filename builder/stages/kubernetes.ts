@@ -9,9 +9,10 @@ export const NODE_BINARIES = ["kubelet", "kubeadm", "kubectl"] as const;
 /**
  * Beside them: the container runtime (containerd's 2.3 long-term line with its shim and
  * ctr, and runc: the compute nodes' pins, not Debian's out-of-support 1.7 and 1.1) and what
- * the first boot installs the components with (helm, the infra-local-controller chart).
+ * the first boot installs the components with (helm, the infra-local-controller chart), and
+ * age 1.3 with its passphrase plugin (the Secrets' key when the site opens it with a passphrase).
  */
-export const APPLIANCE_TOOLS = ["containerd", "runc", "helm"] as const;
+export const APPLIANCE_TOOLS = ["containerd", "runc", "helm", "age", "age-keygen", "age-plugin-batchpass"] as const;
 
 export interface KubernetesDeps {
   /** The verified artifacts (built from Go modules or downloaded), see builder/sources. */

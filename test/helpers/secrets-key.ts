@@ -1,13 +1,15 @@
 /**
  * The appliance's secrets-key script (overlays/usr/lib/icn-bootstrap/secrets-key) run on
- * this machine: its directories moved into a test folder, and an emulated TPM 2.0 (swtpm,
- * the TPM QEMU guests get) that systemd-creds reaches through libtss2's swtpm TCTI.
+ * this machine: its directories moved into a test folder, the image's age (1.3, with its
+ * passphrase plugin) first in PATH, and an emulated TPM 2.0 (swtpm, the TPM QEMU guests get)
+ * that systemd-creds reaches through libtss2's swtpm TCTI.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
+import { artifactPaths } from "../../builder/sources/index.js";
 import { REPO } from "./cli.js";
 
 export const SECRETS_KEY_SCRIPT = join(REPO, "overlays/usr/lib/icn-bootstrap/secrets-key");
@@ -21,7 +23,11 @@ export interface SecretsKeyPlace {
   config: string;
   siteEnv: string;
   stamps: string;
+  /** The image's age, age-keygen and age-plugin-batchpass (the pinned builds), by name. */
+  bin: string;
 }
+
+const AGE_TOOLS = ["age", "age-keygen", "age-plugin-batchpass"];
 
 export async function secretsKeyPlace(dir: string, siteEnv: Record<string, string> = {}): Promise<SecretsKeyPlace> {
   await mkdir(dir, { recursive: true });
@@ -31,7 +37,11 @@ export async function secretsKeyPlace(dir: string, siteEnv: Record<string, strin
     config: join(dir, "run", "encryption.yaml"),
     siteEnv: join(dir, "site.env"),
     stamps: join(dir, "stamps"),
+    bin: join(dir, "bin"),
   };
+  await mkdir(place.bin, { recursive: true });
+  const tools = await artifactPaths(AGE_TOOLS);
+  for (const name of AGE_TOOLS) await symlink(tools[name]!, join(place.bin, name));
   await writeSiteEnv(place, siteEnv);
   return place;
 }
@@ -55,6 +65,7 @@ export function runSecretsKey(place: SecretsKeyPlace, args: string[], env: Recor
       ICN_SECRETS_SITE_ENV: place.siteEnv,
       ICN_BOOTSTRAP_STAMPS: place.stamps,
       ICN_KUBERNETES: "true",
+      PATH: `${place.bin}:${process.env.PATH}`,
       ...env,
     },
   });

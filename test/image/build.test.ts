@@ -162,6 +162,9 @@ describe("icn-bootstrap build with the default definition", () => {
     );
     for (const library of ["libtss2-esys.so.0", "libtss2-rc.so.0", "libtss2-mu.so.0", "libtss2-tcti-device.so.0"])
       expect(await statInFs(ext, `/usr/lib/x86_64-linux-gnu/${library}`), library).toMatchObject({ type: "symlink" });
+    // Without a TPM, age 1.3 and its passphrase plugin keep it (secrets.key: medium or passphrase).
+    for (const binary of ["age", "age-keygen", "age-plugin-batchpass"])
+      expect(await statInFs(ext, `/usr/local/bin/${binary}`), binary).toMatchObject({ type: "regular", mode: "0755" });
     // The first boot installs the BPA, Metal3 and Ironic from the very chart written beside the images: one source, no copy of the manifests.
     const chartInRoot = join(await testOut("icn-chart-"), "chart.tgz");
     await execa("debugfs", ["-R", `dump /usr/share/icn-bootstrap/infra-local-controller.tgz ${chartInRoot}`, ext], { stderr: "ignore" });

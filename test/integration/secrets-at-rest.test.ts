@@ -48,7 +48,7 @@ async function filesHolding(dir: string, needle: Buffer): Promise<string[]> {
 }
 
 function keyScript(server: KubeTestServer, args: string[]) {
-  return runSecretsKey(place, args, { KUBECONFIG: server.kubeconfigPath, ICN_SECRETS_ETCD: server.etcdUrl, PATH: `${bin}:${process.env.PATH}` });
+  return runSecretsKey(place, args, { KUBECONFIG: server.kubeconfigPath, ICN_SECRETS_ETCD: server.etcdUrl, PATH: `${bin}:${place.bin}:${process.env.PATH}` });
 }
 
 describe("Secrets at rest in etcd", () => {

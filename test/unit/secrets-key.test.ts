@@ -1,10 +1,12 @@
 /**
  * The key of the bootstrap cluster's Secrets (overlays/usr/lib/icn-bootstrap/secrets-key):
  * made once, kept on the data partition only sealed to the TPM (systemd-creds with an
- * emulated TPM 2.0, swtpm) or, where the site says so, in clear; unsealed into the API
- * server's EncryptionConfiguration; refused by another TPM; copied for the operator with age.
+ * emulated TPM 2.0, swtpm), encrypted to an identity on a separate medium or under a
+ * passphrase asked at boot, or, where the site says so, in clear; unsealed into the API
+ * server's EncryptionConfiguration; refused by another TPM or medium; copied for the operator
+ * with age.
  */
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -31,6 +33,33 @@ async function configuredKeys(config: string): Promise<{ name: string; secret: s
   expect(text).toMatch(/^kind: EncryptionConfiguration$/m);
   expect(text).toMatch(/- identity: \{\}\n$/);
   return [...text.matchAll(/- name: (\S+)\n\s+secret: (\S+)/g)].map((m) => ({ name: m[1]!, secret: m[2]! }));
+}
+
+/** Files under `dir` whose bytes hold `needle`. */
+async function filesHolding(dir: string, needle: Buffer): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true }))
+    if (entry.isFile() && (await readFile(join(entry.parentPath, entry.name))).includes(needle)) found.push(entry.name);
+  return found;
+}
+
+/**
+ * The site at the console: systemd-ask-password's place (ICN_SECRETS_ASK_PASSWORD) taken by a
+ * script that gives the next of `answers` and records each prompt.
+ */
+async function console_(dir: string, answers: string[]): Promise<{ env: Record<string, string>; prompts: () => Promise<string[]> }> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "answers"), answers.map((a) => `${a}\n`).join(""));
+  await writeFile(join(dir, "prompts"), "");
+  const script = join(dir, "ask.sh");
+  await writeFile(
+    script,
+    `#!/bin/sh\necho "$*" >> '${dir}/prompts'\n[ -s '${dir}/answers' ] || exit 1\nhead -n 1 '${dir}/answers'\nsed -i 1d '${dir}/answers'\n`,
+  );
+  return {
+    env: { ICN_SECRETS_ASK_PASSWORD: `sh ${script}` },
+    prompts: async () => (await readFile(join(dir, "prompts"), "utf8")).split("\n").filter(Boolean),
+  };
 }
 
 describe("the key of the cluster's Secrets", () => {
@@ -99,11 +128,96 @@ describe("the key of the cluster's Secrets", () => {
     expect(await configuredKeys(place.config)).toEqual([key]);
   });
 
+  it("on a separate medium: the data partition holds the key only encrypted to the medium's identity, and opens nothing without that medium", async () => {
+    const stick = join(work, "stick");
+    await mkdir(stick);
+    const place = await secretsKeyPlace(join(work, "medium-mode"), { ICN_SECRETS_KEY: "medium" });
+    const made = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
+    expect(made.exitCode, made.all).toBe(0);
+    expect(made.all).toMatch(/a new identity written to the medium labelled ICN-SECRETS/);
+    const [key] = await configuredKeys(place.config);
+    const clear = Buffer.from(key!.secret, "base64");
+    expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+    expect(await filesHolding(place.keys, clear)).toEqual([]);
+    const identity = await readFile(join(stick, "icn-secrets-key.identity"), "utf8");
+    expect(identity).toMatch(/^AGE-SECRET-KEY-1/m);
+    expect(await readdir(place.runtime)).not.toContain("identity");
+
+    // The next boot, with the medium: the same key.
+    await rm(place.runtime, { recursive: true });
+    const again = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
+    expect(again.exitCode, again.all).toBe(0);
+    expect(await configuredKeys(place.config)).toEqual([key]);
+
+    // Without it (no filesystem labelled ICN-SECRETS): nothing opens, and it says what to do.
+    await rm(place.runtime, { recursive: true });
+    const without = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_WAIT: "0" });
+    expect(without.exitCode).toBe(1);
+    expect(without.all).toMatch(/no medium labelled ICN-SECRETS after 0 s: .* insert it and restart icn-secrets-key\.service/);
+    await expect(stat(place.config)).rejects.toThrow();
+
+    // Another stick with an identity of its own: refused, the keys left as they were.
+    const other = join(work, "other-stick");
+    await mkdir(other);
+    await execa(join(place.bin, "age-keygen"), ["-o", join(other, "icn-secrets-key.identity")]);
+    const wrong = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: other });
+    expect(wrong.exitCode).toBe(1);
+    expect(wrong.all).toMatch(/the medium's identity does not open the key key-\S+ \(another medium\?\)/);
+    expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+  });
+
+  it("under a passphrase asked at boot: agreed twice at the first, asked again until it opens, never written anywhere", async () => {
+    const passphrase = "correct horse battery staple";
+    const place = await secretsKeyPlace(join(work, "passphrase-mode"), { ICN_SECRETS_KEY: "passphrase" });
+    const first = await console_(join(work, "console-1"), ["too short", passphrase, "something else entirely", passphrase, passphrase]);
+    const made = await runSecretsKey(place, ["unseal"], first.env);
+    expect(made.exitCode, made.all).toBe(0);
+    expect(made.all).toMatch(/shorter than 12 characters; again/);
+    expect(made.all).toMatch(/the two passphrases differ; again/);
+    expect(await first.prompts()).toHaveLength(5);
+    const [key] = await configuredKeys(place.config);
+    expect((await readdir(place.keys)).sort()).toEqual(["identity.age", `${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+    expect(await filesHolding(place.keys, Buffer.from(key!.secret, "base64"))).toEqual([]);
+    expect(await filesHolding(join(work, "passphrase-mode"), Buffer.from(passphrase))).toEqual([]);
+
+    // The next boot: a wrong passphrase is asked again; the right one opens the same key.
+    await rm(place.runtime, { recursive: true });
+    const next = await console_(join(work, "console-2"), ["not the passphrase", passphrase]);
+    const again = await runSecretsKey(place, ["unseal"], next.env);
+    expect(again.exitCode, again.all).toBe(0);
+    expect(again.all).toMatch(/the passphrase does not open the key of the cluster's Secrets; again/);
+    expect(await next.prompts()).toEqual([
+      "Passphrase for the key of the bootstrap cluster's Secrets:",
+      "Passphrase for the key of the bootstrap cluster's Secrets:",
+    ]);
+    expect(await configuredKeys(place.config)).toEqual([key]);
+
+    // Nobody at the console: it stops, nothing written.
+    await rm(place.runtime, { recursive: true });
+    const nobody = await runSecretsKey(place, ["unseal"], (await console_(join(work, "console-3"), [])).env);
+    expect(nobody.exitCode).toBe(1);
+    expect(nobody.all).toMatch(/no passphrase was given/);
+    await expect(stat(place.config)).rejects.toThrow();
+
+    // The site moves to a medium: opened with the passphrase once, then kept for the medium.
+    const stick = join(work, "stick-2");
+    await mkdir(stick);
+    await writeSiteEnv(place, { ICN_SECRETS_KEY: "medium" });
+    const moved = await runSecretsKey(place, ["unseal"], { ...(await console_(join(work, "console-4"), [passphrase])).env, ICN_SECRETS_MEDIUM_DIR: stick });
+    expect(moved.exitCode, moved.all).toBe(0);
+    expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+    expect(await readFile(join(place.keys, "wrapped-by"), "utf8")).toBe("medium\n");
+    await rm(place.runtime, { recursive: true });
+    const onMedium = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
+    expect(onMedium.exitCode, onMedium.all).toBe(0);
+    expect(await configuredKeys(place.config)).toEqual([key]);
+  });
+
   it("refuses a site value it does not know, and writes nothing", async () => {
-    const place = await secretsKeyPlace(join(work, "bad-mode"), { ICN_SECRETS_KEY: "passphrase" });
+    const place = await secretsKeyPlace(join(work, "bad-mode"), { ICN_SECRETS_KEY: "usb" });
     const result = await runSecretsKey(place, ["unseal"]);
     expect(result.exitCode).toBe(1);
-    expect(result.all).toMatch(/secrets\.key is 'passphrase' in site\.yaml: expected tpm or disk/);
+    expect(result.all).toMatch(/secrets\.key is 'usb' in site\.yaml: expected tpm, medium, passphrase or disk/);
     await expect(stat(place.config)).rejects.toThrow();
   });
 });

@@ -81,18 +81,32 @@ describe("site.yaml validation", () => {
 
   it("checks how the Secrets' key is kept, says what the choice protects, and writes it for secrets-key", async () => {
     const recipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p";
-    const bad = await site("secrets:\n  key: passphrase\n  tpmPcrs: [7, 24]\n  recoveryRecipient: ssh-ed25519 AAAA\n  escrow: true\n");
+    const bad = await site("secrets:\n  key: usb\n  tpmPcrs: [7, 24]\n  medium: ICN SECRETS\n  recoveryRecipient: ssh-ed25519 AAAA\n  escrow: true\n");
     expect((await py("check", bad)).lines).toEqual([
-      "secrets.escrow: unknown key (known here: key, tpmPcrs, recoveryRecipient)",
-      "secrets.key: expected tpm (sealed to this machine's TPM 2.0) or disk (in clear beside the data, for a machine without a TPM), got 'passphrase'",
+      "secrets.escrow: unknown key (known here: key, tpmPcrs, medium, recoveryRecipient)",
+      "secrets.key: expected tpm (sealed to this machine's TPM 2.0), medium (encrypted to an identity on a separate medium the site keeps), passphrase (encrypted under a passphrase asked at every boot), disk (in clear beside the data), got 'usb'",
+      "secrets.medium: expected a filesystem label (letters, digits, '-' and '_', at most 16; e.g. ICN-SECRETS), got 'ICN SECRETS'",
+      "secrets.medium: only with key: medium",
       "secrets.tpmPcrs: expected a list of PCR numbers 0-23 (e.g. [7]), got [7, 24]",
       "secrets.recoveryRecipient: expected an age public key (age1..., as age-keygen prints it), got 'ssh-ed25519 AAAA'",
     ]);
+    const medium = await site("secrets:\n  key: medium\n  medium: SITE-A-KEY\n");
+    expect((await py("check", medium)).lines[1]).toBe(
+      "secrets.key: medium: the key of the cluster's Secrets is encrypted to an identity on the medium labelled SITE-A-KEY: the disk alone opens nothing; every boot waits (10 min) for that medium, the site keeps it apart from the server (and a copy); no secrets.recoveryRecipient: a lost medium needs a backup (icn-backup) to get the Secrets back",
+    );
+    const mediumRoot = join(work, "secrets-medium-root");
+    await py("apply", medium, "--root", mediumRoot);
+    expect(await readFile(join(mediumRoot, "etc/icn-bootstrap/site/site.env"), "utf8")).toMatch(
+      /^ICN_SECRETS_KEY=medium\nICN_SECRETS_MEDIUM_LABEL=SITE-A-KEY$/m,
+    );
+    expect((await py("check", await site("secrets:\n  key: passphrase\n"))).lines[1]).toMatch(
+      /^secrets\.key: passphrase: .* asked on the console at the first boot and at every boot after: the disk alone opens nothing; no boot \(nor an upgrade's trial boot\) reaches Kubernetes until someone types it; no secrets\.recoveryRecipient: a forgotten passphrase needs a backup/,
+    );
     expect((await py("check", await site("secrets:\n  key: disk\n  tpmPcrs: [7]\n"))).lines).toEqual(["secrets.tpmPcrs: only with key: tpm"]);
     expect((await py("check", await site("secrets:\n  tpmPcrs: []\n"))).lines[1]).toMatch(/sealed to this machine's TPM 2\.0 \(to no PCR\): /);
     const disk = await site(`secrets:\n  key: disk\n  recoveryRecipient: ${recipient}\n`);
     expect((await py("check", disk)).lines[1]).toBe(
-      `secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0; a copy is encrypted to ${recipient} (the operator's way back)`,
+      `secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0, or medium or passphrase; a copy is encrypted to ${recipient} (the operator's way back)`,
     );
     const root = join(work, "secrets-root");
     await py("apply", await site("secrets:\n  tpmPcrs: [7, 0, 7]\n"), "--root", root);

@@ -78,8 +78,12 @@ version: 1
 # nodes' SSH key, BMC passwords) in etcd, kept on the data partition (docs/secrets-at-rest.md):
 # secrets:
 #   key: tpm                   # tpm (default): sealed to this machine's TPM 2.0; the disk
-#                              # alone opens nothing. disk: in clear beside the data, for a
-#                              # machine without a TPM (protects nothing against a stolen disk)
+#                              # alone opens nothing. For a machine without a TPM:
+#                              # medium: encrypted to an identity on a USB stick the site
+#                              # keeps, needed at every boot; passphrase: asked on the console
+#                              # at every boot; disk: in clear beside the data (protects
+#                              # nothing against a stolen disk)
+#   medium: ICN-SECRETS        # with key: medium, the stick's filesystem label
 #   tpmPcrs: [7]               # also bound to these PCRs (default [7]: the Secure Boot state
 #                              # and its keys; [] for none)
 #   recoveryRecipient: age1... # a copy encrypted to the operator's age key (age-keygen): the
@@ -156,6 +160,14 @@ PUBLIC_KEY_PEM = re.compile(r"^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+----
 AGE_RECIPIENT = re.compile(r"^age1[02-9ac-hj-np-z]{58}$")
 INSTALL_DISK = re.compile(r"^(/dev/[A-Za-z0-9._:/+-]+|[A-Za-z0-9._:+-]+)$")
 K8S_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+FILESYSTEM_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,15}$")
+DEFAULT_SECRETS_MEDIUM = "ICN-SECRETS"
+SECRETS_KEY_MODES = {
+    "tpm": "sealed to this machine's TPM 2.0",
+    "medium": "encrypted to an identity on a separate medium the site keeps",
+    "passphrase": "encrypted under a passphrase asked at every boot",
+    "disk": "in clear beside the data",
+}
 K8S_LABEL = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -261,7 +273,7 @@ def check_settings(data):
     top = mapping(errors, "", data, ["version", "hostname", "network", "provisioning", "access", "install", "upgrade", "secrets"])
     if top is None:
         return None, errors
-    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None, "upgradeTrustedKeys": [], "secrets": {"key": "tpm", "tpmPcrs": [7], "recoveryRecipient": None}}
+    settings = {"hostname": None, "dhcp": True, "interfaces": [], "dns": [], "ntp": [], "provisioning": None, "sshAuthorizedKeys": [], "install": None, "upgradeTrustedKeys": [], "secrets": {"key": "tpm", "tpmPcrs": [7], "medium": None, "recoveryRecipient": None}}
     if "version" in top and top["version"] != 1:
         errors.add("version", f"this appliance reads version 1, got {top['version']!r}")
     if "hostname" in top:
@@ -328,12 +340,20 @@ def check_settings(data):
         if "trustedKeys" in upgrade:
             settings["upgradeTrustedKeys"] = string_list(errors, "upgrade.trustedKeys", upgrade["trustedKeys"], lambda p, v: public_key(errors, p, v))
     if "secrets" in top:
-        secrets = mapping(errors, "secrets", top["secrets"], ["key", "tpmPcrs", "recoveryRecipient"]) or {}
+        secrets = mapping(errors, "secrets", top["secrets"], ["key", "tpmPcrs", "medium", "recoveryRecipient"]) or {}
         if "key" in secrets:
-            if secrets["key"] in ("tpm", "disk"):
+            if secrets["key"] in SECRETS_KEY_MODES:
                 settings["secrets"]["key"] = secrets["key"]
             else:
-                errors.add("secrets.key", f"expected tpm (sealed to this machine's TPM 2.0) or disk (in clear beside the data, for a machine without a TPM), got {secrets['key']!r}")
+                errors.add("secrets.key", f"expected {', '.join(f'{mode} ({what})' for mode, what in SECRETS_KEY_MODES.items())}, got {secrets['key']!r}")
+        if settings["secrets"]["key"] == "medium":
+            settings["secrets"]["medium"] = DEFAULT_SECRETS_MEDIUM
+        if "medium" in secrets:
+            label = string(errors, "secrets.medium", secrets["medium"], FILESYSTEM_LABEL, "a filesystem label (letters, digits, '-' and '_', at most 16; e.g. ICN-SECRETS)")
+            if settings["secrets"]["key"] != "medium":
+                errors.add("secrets.medium", "only with key: medium")
+            elif label:
+                settings["secrets"]["medium"] = label
         if "tpmPcrs" in secrets:
             pcrs = secrets["tpmPcrs"]
             if not isinstance(pcrs, list) or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 23 for p in pcrs):
@@ -580,6 +600,8 @@ def config_files(settings):
     env += f"ICN_SECRETS_KEY={secrets['key']}\n"
     if secrets["key"] == "tpm":
         env += f"ICN_SECRETS_TPM_PCRS={'+'.join(str(p) for p in secrets['tpmPcrs']) or 'none'}\n"
+    if secrets["key"] == "medium":
+        env += f"ICN_SECRETS_MEDIUM_LABEL={secrets['medium']}\n"
     if secrets["recoveryRecipient"]:
         env += f"ICN_SECRETS_RECOVERY_RECIPIENT={secrets['recoveryRecipient']}\n"
     files["etc/icn-bootstrap/site/site.env"] = env
@@ -589,14 +611,19 @@ def config_files(settings):
 def secrets_explained(secrets):
     """What the site's choice for the Secrets' key protects, in a line or two."""
     if secrets["key"] == "disk":
-        text = "secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0"
+        text = "secrets.key: disk: the key of the cluster's Secrets lies in clear on the data partition: a stolen disk or a copy of it opens every Secret; choose tpm on a machine with a TPM 2.0, or medium or passphrase"
+    elif secrets["key"] == "medium":
+        text = f"secrets.key: medium: the key of the cluster's Secrets is encrypted to an identity on the medium labelled {secrets['medium']}: the disk alone opens nothing; every boot waits (10 min) for that medium, the site keeps it apart from the server (and a copy)"
+    elif secrets["key"] == "passphrase":
+        text = "secrets.key: passphrase: the key of the cluster's Secrets is encrypted under a passphrase (scrypt) asked on the console at the first boot and at every boot after: the disk alone opens nothing; no boot (nor an upgrade's trial boot) reaches Kubernetes until someone types it"
     else:
         pcrs = f" and to PCR {'+'.join(str(p) for p in secrets['tpmPcrs'])}" if secrets["tpmPcrs"] else " (to no PCR)"
         text = f"secrets.key: tpm: the key of the cluster's Secrets is sealed to this machine's TPM 2.0{pcrs}: the disk alone opens nothing; a machine without a TPM stops before Kubernetes starts"
     if secrets["recoveryRecipient"]:
         text += f"; a copy is encrypted to {secrets['recoveryRecipient']} (the operator's way back)"
-    elif secrets["key"] == "tpm":
-        text += "; no secrets.recoveryRecipient: a replaced board needs a backup (icn-backup) to get the Secrets back"
+    elif secrets["key"] != "disk":
+        lost = {"tpm": "a replaced board", "medium": "a lost medium", "passphrase": "a forgotten passphrase"}[secrets["key"]]
+        text += f"; no secrets.recoveryRecipient: {lost} needs a backup (icn-backup) to get the Secrets back"
     return text
 
 
