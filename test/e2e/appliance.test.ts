@@ -35,7 +35,7 @@ import { createHost, createProvisioning, waitFor } from "../integration/bpa/help
 import { ApiClient } from "../integration/bpa/rest-helpers.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { fileHolds } from "../helpers/disk-search.js";
-import { sshToVm } from "../helpers/ssh.js";
+import { printFailedUnitJournal, sshToVm } from "../helpers/ssh.js";
 import { dockerSaveArchive } from "../helpers/docker-save.js";
 import { writeDefinition } from "../helpers/definition.js";
 import { LISTENERS_COMMAND, measureExposure, measuringNetworks, parseListeners, readmeExposure } from "../helpers/exposure.js";
@@ -128,6 +128,8 @@ describe("the appliance", () => {
           tcgMultiThread: true,
           hostForwards: [`tcp:127.0.0.1:${sshPort}-:22`, `tcp:127.0.0.1:${apiPort}-:6443`, `tcp:127.0.0.1:${restPort}-:30443`],
           onLine: (line) => consoleLines.push(line),
+          // A failed first-boot step: its journal, read while the VM still runs.
+          beforeStopOnFailure: printFailedUnitJournal(key, sshPort),
           extraDisks: [siteDisk],
           extraTaps: networks.taps,
         }),

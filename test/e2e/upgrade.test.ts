@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootImage, type BootResult } from "../../builder/boot/qemu.js";
 import { freePort } from "../../builder/registry/server.js";
 import { runCli } from "../helpers/cli.js";
-import { sshToVm } from "../helpers/ssh.js";
+import { printFailedUnitJournal, sshToVm } from "../helpers/ssh.js";
 import { writeDefinition } from "../helpers/definition.js";
 
 const FIRST_BOOT_S = 60 * 60;
@@ -126,11 +126,7 @@ describe("upgrading the appliance in place", () => {
         extraDisks: [{ file: stick, serial: "upgrade-stick" }],
         powerCutOn,
         // A failed first-boot step: its journal, read while the VM still runs.
-        beforeStopOnFailure: async (failure) => {
-          const unit = /unit=(\S+?):/.exec(failure)?.[1] ?? "icn-kubernetes.service";
-          const journal = await ssh(`journalctl -b --no-pager -u ${unit} | tail -n 80`).catch((error) => error);
-          console.log(`${failure}\n--- journalctl -u ${unit}:\n${journal.stdout ?? journal.message}`);
-        },
+        beforeStopOnFailure: printFailedUnitJournal(key, sshPort),
       });
     };
     const slotOf = (result: BootResult) => READY_SLOT.exec(result.readyLine ?? "")?.[2];

@@ -29,3 +29,16 @@ export async function sshTry(key: string, target: SshTarget, command: string): P
   const result = await execa("ssh", sshArgs(key, target, command), { reject: false, all: true });
   return { ok: result.exitCode === 0, output: String(result.all ?? "") };
 }
+
+/**
+ * bootImage's beforeStopOnFailure for a VM whose SSH port QEMU forwards to 127.0.0.1:`port`:
+ * prints the failed first-boot unit's journal (named in the ICN-BOOTSTRAP-FAILED line) while
+ * the VM still runs.
+ */
+export function printFailedUnitJournal(key: string, port: number): (failure: string) => Promise<void> {
+  return async (failure) => {
+    const unit = /unit=(\S+?):/.exec(failure)?.[1] ?? "icn-kubernetes.service";
+    const journal = await sshTry(key, { port }, `journalctl -b --no-pager -u ${unit} | tail -n 80`);
+    console.log(`${failure}\n--- journalctl -u ${unit}:\n${journal.output}`);
+  };
+}
