@@ -163,6 +163,7 @@ describe("the key of the cluster's Secrets", () => {
     const wrong = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: other });
     expect(wrong.exitCode).toBe(1);
     expect(wrong.all).toMatch(/the medium's identity does not open the key key-\S+ \(another medium\?\)/);
+    expect(await readdir(place.runtime)).not.toContain("identity");
     expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
   });
 
