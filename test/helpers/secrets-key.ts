@@ -29,6 +29,11 @@ export interface SecretsKeyPlace {
 
 const AGE_TOOLS = ["age", "age-keygen", "age-plugin-batchpass"];
 
+/** Builds the image's age tools when the cache has none (a Go build: call it from a hook, not a test). */
+export async function buildSecretsKeyTools(): Promise<void> {
+  await artifactPaths(AGE_TOOLS);
+}
+
 export async function secretsKeyPlace(dir: string, siteEnv: Record<string, string> = {}): Promise<SecretsKeyPlace> {
   await mkdir(dir, { recursive: true });
   const place = {

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runSecretsKey, secretsKeyPlace, startSwtpm, writeSiteEnv, type Swtpm } from "../helpers/secrets-key.js";
+import { buildSecretsKeyTools, runSecretsKey, secretsKeyPlace, startSwtpm, writeSiteEnv, type Swtpm } from "../helpers/secrets-key.js";
 
 let work: string;
 let tpm: Swtpm;
@@ -19,6 +19,7 @@ const stopLater: Swtpm[] = [];
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "icn-secrets-key-"));
+  await buildSecretsKeyTools();
   tpm = await startSwtpm(join(work, "tpm"));
   stopLater.push(tpm);
 });
@@ -128,46 +129,50 @@ describe("the key of the cluster's Secrets", () => {
     expect(await configuredKeys(place.config)).toEqual([key]);
   });
 
-  it("on a separate medium: the data partition holds the key only encrypted to the medium's identity, and opens nothing without that medium", async () => {
-    const stick = join(work, "stick");
-    await mkdir(stick);
-    const place = await secretsKeyPlace(join(work, "medium-mode"), { ICN_SECRETS_KEY: "medium" });
-    const made = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
-    expect(made.exitCode, made.all).toBe(0);
-    expect(made.all).toMatch(/a new identity written to the medium labelled ICN-SECRETS/);
-    const [key] = await configuredKeys(place.config);
-    const clear = Buffer.from(key!.secret, "base64");
-    expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
-    expect(await filesHolding(place.keys, clear)).toEqual([]);
-    const identity = await readFile(join(stick, "icn-secrets-key.identity"), "utf8");
-    expect(identity).toMatch(/^AGE-SECRET-KEY-1/m);
-    expect(await readdir(place.runtime)).not.toContain("identity");
+  it(
+    "on a separate medium: the data partition holds the key only encrypted to the medium's identity, and opens nothing without that medium",
+    { timeout: 180_000 },
+    async () => {
+      const stick = join(work, "stick");
+      await mkdir(stick);
+      const place = await secretsKeyPlace(join(work, "medium-mode"), { ICN_SECRETS_KEY: "medium" });
+      const made = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
+      expect(made.exitCode, made.all).toBe(0);
+      expect(made.all).toMatch(/a new identity written to the medium labelled ICN-SECRETS/);
+      const [key] = await configuredKeys(place.config);
+      const clear = Buffer.from(key!.secret, "base64");
+      expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+      expect(await filesHolding(place.keys, clear)).toEqual([]);
+      const identity = await readFile(join(stick, "icn-secrets-key.identity"), "utf8");
+      expect(identity).toMatch(/^AGE-SECRET-KEY-1/m);
+      expect(await readdir(place.runtime)).not.toContain("identity");
 
-    // The next boot, with the medium: the same key.
-    await rm(place.runtime, { recursive: true });
-    const again = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
-    expect(again.exitCode, again.all).toBe(0);
-    expect(await configuredKeys(place.config)).toEqual([key]);
+      // The next boot, with the medium: the same key.
+      await rm(place.runtime, { recursive: true });
+      const again = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: stick });
+      expect(again.exitCode, again.all).toBe(0);
+      expect(await configuredKeys(place.config)).toEqual([key]);
 
-    // Without it (no filesystem labelled ICN-SECRETS): nothing opens, and it says what to do.
-    await rm(place.runtime, { recursive: true });
-    const without = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_WAIT: "0" });
-    expect(without.exitCode).toBe(1);
-    expect(without.all).toMatch(/no medium labelled ICN-SECRETS after 0 s: .* insert it and restart icn-secrets-key\.service/);
-    await expect(stat(place.config)).rejects.toThrow();
+      // Without it (no filesystem labelled ICN-SECRETS): nothing opens, and it says what to do.
+      await rm(place.runtime, { recursive: true });
+      const without = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_WAIT: "0" });
+      expect(without.exitCode).toBe(1);
+      expect(without.all).toMatch(/no medium labelled ICN-SECRETS after 0 s: .* insert it and restart icn-secrets-key\.service/);
+      await expect(stat(place.config)).rejects.toThrow();
 
-    // Another stick with an identity of its own: refused, the keys left as they were.
-    const other = join(work, "other-stick");
-    await mkdir(other);
-    await execa(join(place.bin, "age-keygen"), ["-o", join(other, "icn-secrets-key.identity")]);
-    const wrong = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: other });
-    expect(wrong.exitCode).toBe(1);
-    expect(wrong.all).toMatch(/the medium's identity does not open the key key-\S+ \(another medium\?\)/);
-    expect(await readdir(place.runtime)).not.toContain("identity");
-    expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
-  });
+      // Another stick with an identity of its own: refused, the keys left as they were.
+      const other = join(work, "other-stick");
+      await mkdir(other);
+      await execa(join(place.bin, "age-keygen"), ["-o", join(other, "icn-secrets-key.identity")]);
+      const wrong = await runSecretsKey(place, ["unseal"], { ICN_SECRETS_MEDIUM_DIR: other });
+      expect(wrong.exitCode).toBe(1);
+      expect(wrong.all).toMatch(/the medium's identity does not open the key key-\S+ \(another medium\?\)/);
+      expect(await readdir(place.runtime)).not.toContain("identity");
+      expect((await readdir(place.keys)).sort()).toEqual([`${key!.name}.wrapped`, "order", "recipient", "wrapped-by"]);
+    },
+  );
 
-  it("under a passphrase asked at boot: agreed twice at the first, asked again until it opens, never written anywhere", async () => {
+  it("under a passphrase asked at boot: agreed twice at the first, asked again until it opens, never written anywhere", { timeout: 300_000 }, async () => {
     const passphrase = "correct horse battery staple";
     const place = await secretsKeyPlace(join(work, "passphrase-mode"), { ICN_SECRETS_KEY: "passphrase" });
     const first = await console_(join(work, "console-1"), ["too short", passphrase, "something else entirely", passphrase, passphrase]);
