@@ -203,7 +203,8 @@ describe("reproducible build", () => {
     const binaries = components.filter((c) => c["bom-ref"].startsWith("go-binary:"));
     // The bootstrap cluster's, the application clusters' network plugin (flanneld and the flannel CNI plugin in their images),
     // the compute nodes' release archives (etcd's tools, containerd, runc, the CNI plugins, crictl, nerdctl),
-    // Helm in the root and in the kubespray runner's image (the addons Jobs), and the addons' programs in their images.
+    // Helm in the root and in the kubespray runner's image (the addons Jobs), age in the root (the Secrets' key
+    // on a medium or under a passphrase), and the addons' programs in their images.
     // One component a binary: the etcd in etcd's tarball is the etcd image's (another location of it).
     const locations = (name: string) =>
       binaries
@@ -214,6 +215,9 @@ describe("reproducible build", () => {
     expect(binaries.map((c) => c.name).sort()).toEqual(
       [
         ...new Set([
+          "age",
+          "age-keygen",
+          "age-plugin-batchpass",
           "baremetal-operator",
           "coredns",
           "etcd",
@@ -253,6 +257,7 @@ describe("reproducible build", () => {
       "/usr/local/bin/helm",
       expect.stringMatching(/^image bootstrap\.icn:5000\/icn\/kubespray-runner:[^:]+:\/usr\/local\/bin\/helm$/),
     ]);
+    for (const tool of ["age", "age-keygen", "age-plugin-batchpass"]) expect(locations(tool)).toEqual([`/usr/local/bin/${tool}`]);
     expect(locations("multus-daemon")).toEqual([
       expect.stringMatching(/^image ghcr\.io\/k8snetworkplumbingwg\/multus-cni:v[\d.]+-thick:\/usr\/src\/multus-cni\/bin\/multus-daemon$/),
     ]);
