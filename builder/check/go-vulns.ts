@@ -73,9 +73,11 @@ export interface GoTarget {
   modules: Map<string, string>;
   /** The module whose version the pin is (its fix moves the pin itself). */
   main?: string;
+  /** The command that raises its dependencies to their fixes (a gomod wrapper's). */
+  raise?: string;
 }
 
-interface ModuleHits {
+export interface ModuleHits {
   module: string;
   version: string;
   ids: string[];
@@ -84,7 +86,8 @@ interface ModuleHits {
   unfixed: string[];
 }
 
-function hitsOf(module: string, version: string, index: ReportIndex): ModuleHits | undefined {
+/** The reports that name a module at a version, and the version that fixes them all (when each has a fix). */
+export function hitsOf(module: string, version: string, index: ReportIndex): ModuleHits | undefined {
   const hits: { report: OsvReport; fixed?: string }[] = [];
   for (const { report, ranges } of index.get(module) ?? []) {
     const hit = affectedBy(ranges, version);
@@ -142,7 +145,9 @@ export function goVulnFindings(targets: GoTarget[], index: ReportIndex): Finding
       component: target.pin.component,
       pin: target.pin.pin,
       detail: `${deps.length} module${deps.length === 1 ? "" : "s"} it builds with ${deps.length === 1 ? "has" : "have"} reports at the pinned version${deps.length === 1 ? "" : "s"} (matched by version; whether the binary reaches the code is not analysed): ${described.join("; ")}`,
-      move: `a release of ${target.pin.component} that requires the fixed versions: ${target.pin.move()}`,
+      move: target.raise
+        ? `${target.raise} (raises each fixed one in its wrapper module; the rest need a release of ${target.pin.component} that requires the fixes), then build`
+        : `a release of ${target.pin.component} that requires the fixed versions: ${target.pin.move()}`,
     });
   }
   return findings;

@@ -66,7 +66,12 @@ export async function goTargets(lock: LockFile, baseDir: string, pins: Component
     const name = pin.key.replace(/^artifact:/, "");
     const entry = lock.artifacts[name];
     if (entry?.source === "gomod") {
-      targets.push({ pin, modules: goModModules(await readFile(join(baseDir, entry.dir, "go.mod"), "utf8")), main: entry.module });
+      targets.push({
+        pin,
+        modules: goModModules(await readFile(join(baseDir, entry.dir, "go.mod"), "utf8")),
+        main: entry.module,
+        raise: `icn-bootstrap lock-artifacts --only ${name}`,
+      });
     } else if (entry?.source === "gosrc") {
       const goMod = join(cacheRoot(), "gosrc-trees", entry.sha256.replace(/^sha256:/, ""), "go.mod");
       if (!existsSync(goMod)) {

@@ -6,7 +6,7 @@ import { log } from "../log.js";
 import { KUBERNETES_RELEASE_BASE, lockArtifacts, lockUpstreamKubernetes } from "../sources/lock.js";
 import type { Command } from "./command.js";
 
-const usage = `usage: icn-bootstrap lock-artifacts [--kubernetes vX.Y.Z] [--etcd vX.Y.Z] [--coredns vX.Y.Z] [--lock FILE]
+const usage = `usage: icn-bootstrap lock-artifacts [--kubernetes vX.Y.Z] [--etcd vX.Y.Z] [--coredns vX.Y.Z] [--only GROUP ...] [--no-raise] [--lock FILE]
        icn-bootstrap lock-artifacts --also-kubernetes vX.Y.Z [...] [--lock FILE]
        icn-bootstrap lock-artifacts --upstream [--release-base URL] [--lock FILE]
 
@@ -21,6 +21,14 @@ generates go/<group>/go.mod (with Kubernetes' staging replace directives turned
 into published versions) and go/<group>/go.sum with 'go mod tidy', and records
 the go.sum digest in the lock file. Commit go/ and the lock file afterwards.
 
+Dependencies with known vulnerabilities are raised: where the lock's Go
+vulnerability database (advisories.goVulndb, 'icn-bootstrap lock --advisories')
+reports a module a group builds with at a version a later one fixes, the wrapper
+requires the first release the proxy serves with the fix (the pinned module itself
+stays as released). go.mod's header names each raise and each reported module
+kept, with why. A raise that does not build is kept back with the group's
+keepDependencies (its components.ts).
+
 Needs the Go module proxy. Checksums are verified against the checksum database
 as configured in Go (GOSUMDB); where it is unreachable, run with GOSUMDB=off and
 review the generated go.sum before committing it.
@@ -29,6 +37,9 @@ options:
   --kubernetes V   Kubernetes release to pin (default: the one already pinned)
   --etcd V         override the etcd version derived from kubeadm
   --coredns V      override the CoreDNS version derived from kubeadm
+  --only GROUP     generate only this group's wrapper (e.g. --only age); every
+                   other entry stays as pinned; repeatable
+  --no-raise       leave every dependency at the version the module requires
   --lock FILE      the lock file (default: appliance.lock.yaml)
   --also-kubernetes V
                    instead: pin Kubernetes V as an extra entry, kubernetes-V (its
@@ -55,6 +66,8 @@ export const lockArtifactsCommand: Command = {
       lock: { type: "string" },
       upstream: { type: "boolean", default: false },
       "release-base": { type: "string" },
+      only: { type: "string", multiple: true },
+      "no-raise": { type: "boolean", default: false },
     });
     const lockPath = values.lock ? resolve(values.lock) : DEFAULT_LOCK;
     if (values.upstream) {
@@ -73,6 +86,8 @@ export const lockArtifactsCommand: Command = {
       etcd: values.etcd,
       coredns: values.coredns,
       ...(also.length ? { alsoKubernetes: also } : {}),
+      ...(values.only?.length ? { only: values.only } : {}),
+      raise: !values["no-raise"],
     });
     for (const [name, entry] of Object.entries(artifacts)) {
       log("lock", `${name}: ${entry.source === "gomod" ? `${entry.module} ${entry.version}` : entry.url}`);

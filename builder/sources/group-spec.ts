@@ -22,4 +22,9 @@ export interface GroupSpec {
    * The build is still -mod=readonly against the go.sum, so anything a binary needs is verified.
    */
   tidyIgnoringTestOnlyErrors?: boolean;
+  /**
+   * Dependencies `lock-artifacts` leaves where the module has them although a report names
+   * them (module -> why: e.g. the raised version does not build with it); named in the header.
+   */
+  keepDependencies?: Record<string, string>;
 }

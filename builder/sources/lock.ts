@@ -1,7 +1,9 @@
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import yaml from "js-yaml";
-import { cacheRoot, sha256Text, tempSibling } from "../cache.js";
+import { cacheRoot, ContentStore, sha256Text, tempSibling } from "../cache.js";
+import { indexReports } from "../check/go-vulns.js";
+import { GoVulndbPin, pinnedGoVulndb, readGoVulndb, VULNDB_MODULE } from "../check/vulndb.js";
 import { UserError } from "../errors.js";
 import { OFFLINE_GROUPS } from "../kubespray/components.js";
 import { ADDON_GROUPS } from "../addons/components.js";
@@ -13,11 +15,14 @@ import { log as defaultLog } from "../log.js";
 import { compareVersions } from "../check/versions.js";
 import { classifyGoFailure, compareGoVersions, goDirective, runGo, runGoRaw } from "./go.js";
 import type { GroupSpec } from "./group-spec.js";
+import { raiseHeader, raiseVulnerableDependencies, type Advisories, type Raise } from "./security-raises.js";
 import { Artifacts, type ArtifactEntry, type GoModArtifact } from "./schema.js";
 
 export interface LockContext {
   goEnv?: Record<string, string | undefined>;
   log?: (scope: string, message: string) => void;
+  /** The Go vulnerability database: reported dependencies with a fix are raised in each wrapper. */
+  advisories?: Advisories;
 }
 
 /** Kubernetes binaries built from k8s.io/kubernetes, by name. */
@@ -181,7 +186,7 @@ const MIN_WRAPPER_GO = "1.24";
  * pinned module, lists the binaries as `tool` directives (so `go mod tidy` records
  * exactly the checksums their builds need) and carries the generated replaces.
  */
-export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockContext = {}): Promise<{ goSum: string; go: string }> {
+export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockContext = {}): Promise<{ goSum: string; go: string; raised: Raise[] }> {
   const log = ctx.log ?? defaultLog;
   const module = await downloadModule(spec.module, spec.version, spec.name, ctx);
   const moduleGo = goDirective(module.goMod) ?? MIN_WRAPPER_GO;
@@ -216,6 +221,16 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
       env: { GOFLAGS: "-mod=mod", ...ctx.goEnv },
       what: spec.name,
     });
+    let raised: Raise[] = [];
+    if (ctx.advisories) {
+      const result = await raiseVulnerableDependencies(spec, work, () => readFile(join(work, "go.mod"), "utf8"), ctx.advisories, { goEnv: ctx.goEnv, log });
+      raised = result.raised;
+      const header = raiseHeader(result.raised, result.unraised, ctx.advisories.source);
+      if (header.length) {
+        const tidied = await readFile(join(work, "go.mod"), "utf8");
+        await writeFile(join(work, "go.mod"), tidied.replace(/^module /m, `${header.join("\n")}\nmodule `));
+      }
+    }
     const goMod = await readFile(join(work, "go.mod"), "utf8");
     const goSum = await readFile(join(work, "go.sum"), "utf8").catch(() => "");
     await mkdir(dir, { recursive: true });
@@ -227,7 +242,7 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
       await writeFile(temp, text);
       await rename(temp, join(dir, file));
     }
-    return { goSum: sha256Text(goSum), go: goDirective(goMod) ?? go };
+    return { goSum: sha256Text(goSum), go: goDirective(goMod) ?? go, raised };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
@@ -243,6 +258,27 @@ export interface LockArtifactsOptions extends LockContext {
   groups?: GroupSpec[];
   /** Instead: pin these Kubernetes versions as extra entries (kubernetes-<version>), leaving every other entry as it is. */
   alsoKubernetes?: string[];
+  /** Only these groups are generated again; every other entry stays as pinned. */
+  only?: string[];
+  /** Raise reported dependencies with the lock's Go vulnerability database (default: when the lock pins one). */
+  raise?: boolean;
+}
+
+/** The lock's pinned Go vulnerability database, indexed; undefined (and said) when none is pinned. */
+async function pinnedAdvisories(raw: Record<string, unknown>, opts: LockArtifactsOptions): Promise<Advisories | undefined> {
+  const log = opts.log ?? defaultLog;
+  const pinned = GoVulndbPin.safeParse((raw.advisories as { goVulndb?: unknown } | undefined)?.goVulndb);
+  if (!pinned.success) {
+    log("lock", "no Go vulnerability database pinned (advisories.goVulndb): dependencies are not raised; pin one with 'icn-bootstrap lock --advisories'");
+    return undefined;
+  }
+  const zip = await pinnedGoVulndb(pinned.data, { offline: false, store: new ContentStore(), goEnv: opts.goEnv });
+  if (!zip)
+    throw new UserError(
+      `${VULNDB_MODULE} ${pinned.data.version} (advisories.goVulndb) could not be read`,
+      "run 'icn-bootstrap lock --check' with the Go module proxy reachable",
+    );
+  return { index: indexReports(await readGoVulndb(zip)), source: `${VULNDB_MODULE} ${pinned.data.version}` };
 }
 
 /**
@@ -274,6 +310,13 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
       ...TOOL_GROUPS,
     ];
   }
+  if (opts.only?.length) {
+    const unknown = opts.only.filter((name) => !groups!.some((g) => g.name === name));
+    if (unknown.length)
+      throw new UserError(`lock-artifacts --only: no Go group named ${unknown.join(", ")}`, `name one of: ${groups.map((g) => g.name).join(", ")}`);
+    groups = groups.filter((g) => opts.only!.includes(g.name));
+  }
+  const advisories = opts.advisories ?? (opts.raise === false ? undefined : await pinnedAdvisories(raw, opts));
   const baseDir = dirname(lockPath);
   const artifacts: Record<string, ArtifactEntry> = {};
   const kubernetes = groups.find((g) => g.name === "kubernetes")?.version;
@@ -289,7 +332,7 @@ export async function lockArtifacts(opts: LockArtifactsOptions = {}): Promise<Ar
   }
   for (const group of groups) {
     const dir = resolve(baseDir, "go", group.name);
-    const { goSum } = await generateWrapper(group, dir, opts);
+    const { goSum } = await generateWrapper(group, dir, { ...opts, advisories });
     const entry: GoModArtifact = {
       source: "gomod",
       module: group.module,
