@@ -11,7 +11,7 @@
 import { writeFile } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { KubeConfig } from "@kubernetes/client-node";
 import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import type { RoleRequirement } from "../bpa/api/spec.js";
 import type { BareMetalHost } from "../bpa/api/types.js";
@@ -25,7 +25,8 @@ import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
 import { bmh } from "../test/fixtures/bpa/hosts.js";
 import { prng } from "../test/fixtures/prng.js";
 import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
-import { applianceCrdTexts } from "../test/helpers/crds.js";
+import { testPins } from "../test/fixtures/bpa/pins.js";
+import { createApplianceCrds } from "../test/helpers/crds.js";
 
 const { values } = parseArgs({
   options: {
@@ -114,26 +115,13 @@ function benchAssignment(hostCount: number, roleCount: number, runs: number) {
   };
 }
 
-async function applyCrds(kc: KubeConfig): Promise<void> {
-  const api = kc.makeApiClient(ApiextensionsV1Api);
-  for (const text of await applianceCrdTexts()) {
-    const body = loadYaml<V1CustomResourceDefinition>(text);
-    await api.createCustomResourceDefinition({ body });
-    for (;;) {
-      const crd = await api.readCustomResourceDefinition({ name: body.metadata!.name! });
-      if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
-
 async function benchCreateToJob(runs: number) {
   const server = await startKubeTestServer({ log: () => {} });
   try {
     const kc = new KubeConfig();
     kc.loadFromFile(server.kubeconfigPath);
     const c = makeClients(kc);
-    await applyCrds(kc);
+    await createApplianceCrds(kc);
     const namespace = "bench";
     await c.core.createNamespace({ body: { metadata: { name: namespace } } });
     // Enough hosts for every run: one master each.
@@ -156,6 +144,11 @@ async function benchCreateToJob(runs: number) {
       },
       "bench",
     );
+    // The kubespray pins the build ships (made-up digests), as the first boot applies them: installs wait for them.
+    await c.core.createNamespacedConfigMap({
+      namespace,
+      body: { metadata: { name: config.kubesprayPins.configMap }, data: { [config.kubesprayPins.key]: testPins(config.kubernetesVersions ?? ["1.35.4"]) } },
+    });
     // The registry's site CA, as the appliance's first boot stores it: installs wait for it.
     const ca = makeTestCA("bench registry CA");
     await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: config.registryCA.configMap }, data: { [config.registryCA.key]: ca.pem } } });

@@ -4,6 +4,7 @@
  * baremetal-operator module (the same source as the build's metal3 stage).
  */
 import { readFile } from "node:fs/promises";
+import { ApiextensionsV1Api, loadAllYaml, type KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import { readMetal3Manifests } from "../../builder/metal3/manifests.js";
 
 const repo = new URL("../../", import.meta.url);
@@ -14,4 +15,19 @@ const repo = new URL("../../", import.meta.url);
 export async function applianceCrdTexts(): Promise<string[]> {
   const metal3 = await readMetal3Manifests();
   return [await readFile(new URL("manifests/crds/provisioning.yaml", repo), "utf8"), ...Object.values(metal3.crds)];
+}
+
+/** Creates the appliance's CRDs on a fresh API server and waits until each is Established (benchmarks). */
+export async function createApplianceCrds(kc: KubeConfig): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
+  for (const text of await applianceCrdTexts()) {
+    for (const body of loadAllYaml(text).filter(Boolean) as V1CustomResourceDefinition[]) {
+      await api.createCustomResourceDefinition({ body });
+      for (;;) {
+        const crd = await api.readCustomResourceDefinition({ name: body.metadata!.name! });
+        if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  }
 }
