@@ -13,6 +13,9 @@ export default defineConfig({
     pool: "forks",
     globalSetup: ["test/setup/scratch.global.ts"],
     sequence: { sequencer: LongestFirstSequencer },
+    // Beside the console: a file .ci/run summarises at the end (a CI log shows its head and tail).
+    reporters: ["default", "json"],
+    outputFile: { json: ".test-results/vitest.json" },
     projects: [
       // Two files at a time at least (Vitest's default on 2 cores is one): these files mostly
       // wait on processes they started (the API server, registries, ansible), not the CPU.
