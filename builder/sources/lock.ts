@@ -15,7 +15,7 @@ import { log as defaultLog } from "../log.js";
 import { compareVersions } from "../check/versions.js";
 import { classifyGoFailure, compareGoVersions, goDirective, runGo, runGoRaw } from "./go.js";
 import type { GroupSpec } from "./group-spec.js";
-import { raiseHeader, raiseVulnerableDependencies, type Advisories, type Raise } from "./security-raises.js";
+import { raiseHeader, raiseVulnerableDependencies, type Advisories } from "./security-raises.js";
 import { Artifacts, type ArtifactEntry, type GoModArtifact } from "./schema.js";
 
 export interface LockContext {
@@ -186,7 +186,7 @@ const MIN_WRAPPER_GO = "1.24";
  * pinned module, lists the binaries as `tool` directives (so `go mod tidy` records
  * exactly the checksums their builds need) and carries the generated replaces.
  */
-export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockContext = {}): Promise<{ goSum: string; go: string; raised: Raise[] }> {
+export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockContext = {}): Promise<{ goSum: string; go: string }> {
   const log = ctx.log ?? defaultLog;
   const module = await downloadModule(spec.module, spec.version, spec.name, ctx);
   const moduleGo = goDirective(module.goMod) ?? MIN_WRAPPER_GO;
@@ -221,10 +221,8 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
       env: { GOFLAGS: "-mod=mod", ...ctx.goEnv },
       what: spec.name,
     });
-    let raised: Raise[] = [];
     if (ctx.advisories) {
       const result = await raiseVulnerableDependencies(spec, work, () => readFile(join(work, "go.mod"), "utf8"), ctx.advisories, { goEnv: ctx.goEnv, log });
-      raised = result.raised;
       const header = raiseHeader(result.raised, result.unraised, ctx.advisories.source);
       if (header.length) {
         const tidied = await readFile(join(work, "go.mod"), "utf8");
@@ -242,7 +240,7 @@ export async function generateWrapper(spec: GroupSpec, dir: string, ctx: LockCon
       await writeFile(temp, text);
       await rename(temp, join(dir, file));
     }
-    return { goSum: sha256Text(goSum), go: goDirective(goMod) ?? go, raised };
+    return { goSum: sha256Text(goSum), go: goDirective(goMod) ?? go };
   } finally {
     await rm(work, { recursive: true, force: true });
   }

@@ -8,6 +8,7 @@
  */
 import { goModModules, hitsOf, type ReportIndex } from "../check/go-vulns.js";
 import { compareVersions } from "../check/versions.js";
+import { UserError } from "../errors.js";
 import { runGoRaw } from "./go.js";
 import type { GroupSpec } from "./group-spec.js";
 
@@ -119,7 +120,11 @@ export async function raiseVulnerableDependencies(
     }
     if (moved === 0) break;
     const tidy = await runGoRaw(["mod", "tidy", ...(spec.tidyIgnoringTestOnlyErrors ? ["-e"] : [])], { cwd: dir, env });
-    if (!tidy.ok) throw new Error(`${spec.name}: go mod tidy after raising ${raised.map((r) => r.module).join(", ")} failed:\n${tidy.all}`);
+    if (!tidy.ok)
+      throw new UserError(
+        `${spec.name}: go mod tidy failed after raising ${raised.map((r) => `${r.module} to ${r.to}`).join(", ")}: ${tidy.all.trim().split("\n").slice(-3).join(" / ")}`,
+        "hold the raise back with keepDependencies in the group's spec (its components.ts), or run 'icn-bootstrap lock-artifacts --no-raise'",
+      );
   }
   return { raised, unraised: [...unraised.values()] };
 }
