@@ -12,13 +12,13 @@ import { writeFile } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
-import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
+import { BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import type { RoleRequirement } from "../bpa/api/spec.js";
 import type { BareMetalHost } from "../bpa/api/types.js";
 import { hostFacts, type HostFacts } from "../bpa/assign/hosts.js";
 import { planAssignment } from "../bpa/assign/plan.js";
 import { parseConfig } from "../bpa/config/config.js";
-import { makeClients, mergePatch } from "../bpa/runtime/kube.js";
+import { makeClients } from "../bpa/runtime/kube.js";
 import { silentLogger } from "../bpa/runtime/log.js";
 import { Operator } from "../bpa/operator.js";
 import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
@@ -27,6 +27,7 @@ import { prng } from "../test/fixtures/prng.js";
 import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
 import { testPins } from "../test/fixtures/bpa/pins.js";
 import { createApplianceCrds } from "../test/helpers/crds.js";
+import { writeBareMetalHost } from "../test/helpers/bare-metal-hosts.js";
 
 const { values } = parseArgs({
   options: {
@@ -127,12 +128,7 @@ async function benchCreateToJob(runs: number) {
     // Enough hosts for every run: one master each.
     for (let i = 0; i < runs; i++) {
       const host = bmh({ name: `h${i}`, cpu: 16, ram: 16384, namespace });
-      const { status, ...rest } = host;
-      await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, body: rest });
-      await c.custom.patchNamespacedCustomObjectStatus(
-        { group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: `h${i}`, body: { status } },
-        mergePatch,
-      );
+      await writeBareMetalHost(c, namespace, host);
     }
     const config = parseConfig(
       {

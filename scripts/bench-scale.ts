@@ -19,9 +19,9 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
-import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
+import { BPA_GROUP, BPA_VERSION, LABEL_QAT, LABEL_SRIOV, PROVISIONING_PLURAL } from "../bpa/api/constants.js";
 import { parseConfig } from "../bpa/config/config.js";
-import { makeClients, mergePatch, type Clients } from "../bpa/runtime/kube.js";
+import { makeClients, type Clients } from "../bpa/runtime/kube.js";
 import { silentLogger } from "../bpa/runtime/log.js";
 import { Operator } from "../bpa/operator.js";
 import { startKubeTestServer, type KubeTestServer } from "../test/harness/kube-apiserver.js";
@@ -30,6 +30,7 @@ import { prng } from "../test/fixtures/prng.js";
 import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
 import { testPins } from "../test/fixtures/bpa/pins.js";
 import { createApplianceCrds } from "../test/helpers/crds.js";
+import { writeBareMetalHost } from "../test/helpers/bare-metal-hosts.js";
 
 const { values } = parseArgs({
   options: {
@@ -101,12 +102,7 @@ async function createHosts(c: Clients, count: number): Promise<void> {
       ip: `10.10.${i >> 8}.${i & 255}`,
       ...(sriov ? { nicModel: "0x8086 0x1572" } : {}),
     });
-    const { status, ...rest } = host;
-    await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace: NAMESPACE, plural: BMH_PLURAL, body: rest });
-    await c.custom.patchNamespacedCustomObjectStatus(
-      { group: METAL3_GROUP, version: METAL3_VERSION, namespace: NAMESPACE, plural: BMH_PLURAL, name: host.metadata.name!, body: { status } },
-      mergePatch,
-    );
+    await writeBareMetalHost(c, NAMESPACE, host);
   };
   // Eight at a time, as a site's `kubectl apply` of a host list keeps several requests in flight.
   let next = 0;

@@ -8,8 +8,8 @@ import { readFile } from "node:fs/promises";
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml, type V1CustomResourceDefinition, type V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { inject } from "vitest";
-import { BMH_PLURAL, BPA_GROUP, BPA_VERSION, METAL3_GROUP, METAL3_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
-import type { BareMetalHost, Provisioning } from "../../../bpa/api/types.js";
+import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
+import type { Provisioning } from "../../../bpa/api/types.js";
 import type { BpaConfig } from "../../../bpa/config/config.js";
 import { isConflict, isNotFound, makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
 import { silentLogger, makeLogger, type Logger } from "../../../bpa/runtime/log.js";
@@ -18,6 +18,7 @@ import { testConfig } from "../../fixtures/bpa/config.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 import { testPins } from "../../fixtures/bpa/pins.js";
 import { applianceCrdTexts } from "../../helpers/crds.js";
+import { writeBareMetalHost } from "../../helpers/bare-metal-hosts.js";
 
 export const repo = new URL("../../../", import.meta.url);
 
@@ -181,16 +182,8 @@ export async function startOperator(
 
 // ------------------------------------------------------------------ objects
 
-export async function createHost(c: Clients, namespace: string, host: BareMetalHost): Promise<void> {
-  const { status, ...rest } = host;
-  const body = { ...rest, metadata: { ...rest.metadata, namespace } };
-  await c.custom.createNamespacedCustomObject({ group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, body });
-  // status is a subresource: it is written on its own, as the baremetal-operator does.
-  await c.custom.patchNamespacedCustomObjectStatus(
-    { group: METAL3_GROUP, version: METAL3_VERSION, namespace, plural: BMH_PLURAL, name: host.metadata.name!, body: { status } },
-    mergePatch,
-  );
-}
+/** status is a subresource: it is written on its own, as the baremetal-operator does. */
+export const createHost = writeBareMetalHost;
 
 export async function createProvisioning(c: Clients, namespace: string, body: Record<string, unknown>): Promise<Provisioning> {
   const metadata = { ...(body.metadata as object), namespace };
