@@ -104,7 +104,7 @@ async function createHosts(c: Clients, count: number): Promise<void> {
     });
     await writeBareMetalHost(c, NAMESPACE, host);
   };
-  // Eight at a time, as a site's `kubectl apply` of a host list keeps several requests in flight.
+  // Eight requests in flight at a time.
   let next = 0;
   await Promise.all(
     Array.from({ length: 8 }, async () => {
