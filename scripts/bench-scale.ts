@@ -13,6 +13,7 @@
  * here (their status is written as Metal3 writes it); that side needs fake BMCs and agents.
  *
  *   npm run bench:scale -- [--hosts 10,50,100] [--rest SECONDS] [--json FILE]
+ *   (BENCH_SCALE_TIMEOUT_MS: how long to wait for each step, default 300000)
  */
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -139,7 +140,7 @@ interface Figures {
 
 async function run(count: number): Promise<Figures> {
   const server = await startKubeTestServer({ log: () => {} });
-  const operatorBox: { operator?: Operator } = {};
+  let operator: Operator | undefined;
   try {
     const kc = new KubeConfig();
     kc.loadFromFile(server.kubeconfigPath);
@@ -172,10 +173,10 @@ async function run(count: number): Promise<Figures> {
     await createHosts(c, count);
     const writeHostsS = (performance.now() - written) / 1000;
 
-    const operator = new Operator({ kc, config, log: silentLogger });
-    operatorBox.operator = operator;
-    await operator.start();
-    await until("the operator's controller", async () => operator.controller ?? undefined);
+    const started = new Operator({ kc, config, log: silentLogger });
+    operator = started;
+    await started.start();
+    await until("the operator's controller", async () => started.controller ?? undefined);
 
     const before = [await sample(pids.apiserver), await sample(pids.etcd)];
     const planned = performance.now();
@@ -234,7 +235,7 @@ async function run(count: number): Promise<Figures> {
       heapMiB: process.memoryUsage().heapUsed / 2 ** 20,
     };
   } finally {
-    await operatorBox.operator?.stop();
+    await operator?.stop();
     await server.stop();
   }
 }
