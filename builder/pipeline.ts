@@ -4,7 +4,7 @@ import { parseSize, type ApplianceDefinition, type OutputFormat } from "./defini
 import { requireFile, requireTools } from "./host-tools.js";
 import { contentDebianSets, selectContent } from "./images/content-sets.js";
 import { planImages, type ImagesPlan } from "./images/plan.js";
-import type { Selection } from "./images/seed.js";
+import { applianceImageNames, type Selection } from "./images/seed.js";
 import { type LockFile } from "./lockfile.js";
 import { Publisher, type PublishedImage } from "./publish.js";
 import { runStage, stageCacheLimit, stagesDir, type Stage, type StageResult } from "./stage.js";
@@ -260,6 +260,7 @@ export async function runStages(request: StagesRequest): Promise<StagesBuilt> {
       definition,
       directories: overlaySources(definition, request.definitionPath!),
       images: built.selection?.images.map((i) => i.ref),
+      applianceImages: built.selection && applianceImageNames(built.selection.images),
     });
     const epoch = sourceDateEpoch(lock.debian);
     built.disk = await run(diskStage, { definition, epoch, rootfs: built.rootfs!, layers });

@@ -9,6 +9,7 @@
  *   `upstream` profile (entries without a recipe exist only there).
  * - A recipe with `chart:` makes a Helm chart instead of an image, stored as Helm's OCI
  *   artifact (builder/images/chart.ts; registry-seed/addons.yaml).
+ * - `appliance: true`: the appliance's own cluster runs it (pulled before it starts).
  * In the registry an image lives under its path without the registry host
  * (`registry.k8s.io/kube-apiserver` -> `kube-apiserver`), which is what containerd
  * asks a mirror for and what kubespray's `*_image_repo: <registry>` variables produce.
@@ -48,6 +49,11 @@ export const SeedEntry = z
       .optional(),
     /** Only included when the definition enables this feature. */
     requires: z.enum(["kubespray"]).optional(),
+    /**
+     * The appliance's own cluster runs it (bootstrap.yaml): its first boot pulls it before
+     * the cluster starts (applianceImageNames), so no pod waits on a pull beside the API server.
+     */
+    appliance: z.boolean().optional(),
     note: z.string().optional(),
   })
   .strict();
@@ -140,6 +146,16 @@ export interface Selection {
   images: SelectedImage[];
   /** Listed but not provided in this profile / with these features: ref -> why. */
   skipped: { ref: string; reason: string }[];
+}
+
+/**
+ * Every name under which the appliance's own cluster asks for an image marked `appliance`
+ * (its reference and its other tags), for the first boot to pull before the cluster starts.
+ */
+export function applianceImageNames(images: SelectedImage[]): string[] {
+  return images
+    .filter((image) => image.appliance)
+    .flatMap((image) => [image.ref, ...image.tags.map((tag) => `${image.ref.slice(0, -image.tag.length)}${tag}`)]);
 }
 
 /**

@@ -26,6 +26,8 @@ export interface OverlaysDeps {
   directories: OverlaySource[];
   /** Every image reference the appliance's registry serves: the bootstrap cluster's kubeadm names its etcd and CoreDNS tags. */
   images?: string[];
+  /** The names of the images the appliance's own cluster runs (applianceImageNames): its first boot pulls them first. */
+  applianceImages?: string[];
 }
 
 /** The etcd and CoreDNS images kubeadm deploys on the appliance: repository and where it says which tag. */
@@ -101,7 +103,7 @@ function durationSeconds(duration: string): number {
   return Number(duration.slice(0, -1)) * unit;
 }
 
-function templateValues(definition: ApplianceDefinition, images?: string[]) {
+function templateValues(definition: ApplianceDefinition, images?: string[], applianceImages: string[] = []) {
   const { outputs: _outputs, support: _support, ...values } = definition;
   // The first boot's shell reads the slot size as a number.
   const withSlots = {
@@ -109,19 +111,19 @@ function templateValues(definition: ApplianceDefinition, images?: string[]) {
     disk: { ...values.disk, slotMiB: Math.floor(parseSize(values.disk.slotSize) / 1024 ** 2) },
     upgrade: { ...values.upgrade, healthTimeoutSeconds: durationSeconds(values.upgrade.healthTimeout) },
   };
-  return definition.kubernetes.enabled && images ? { ...withSlots, kubeadmImages: kubeadmImageTags(images) } : withSlots;
+  return definition.kubernetes.enabled && images ? { ...withSlots, kubeadmImages: kubeadmImageTags(images), applianceImages } : withSlots;
 }
 
 export const overlaysStage: Stage<OverlaysDeps> = {
   name: "overlays",
   sources: [import.meta.filename],
-  inputs: async ({ definition, directories, images }) => ({
-    values: templateValues(definition, images),
+  inputs: async ({ definition, directories, images, applianceImages }) => ({
+    values: templateValues(definition, images, applianceImages),
     files: (await Promise.all(directories.map(listOverlay))).flat().map(({ target, kind, mode, digest }) => ({ target, kind, mode, digest })),
   }),
-  async build(run, { definition, directories, images }) {
+  async build(run, { definition, directories, images, applianceImages }) {
     const tree = join(run.out, TREE);
-    const values = templateValues(definition, images);
+    const values = templateValues(definition, images, applianceImages);
     await mkdir(tree, { recursive: true });
     const units = new Set<string>();
     let count = 0;
@@ -160,8 +162,8 @@ export const overlaysStage: Stage<OverlaysDeps> = {
 };
 
 /** One overlay template rendered as the build renders it for this definition (tests read the shipped result). */
-export async function renderOverlayTemplate(source: string, definition: ApplianceDefinition, images?: string[]): Promise<string> {
-  return render(await readFile(source, "utf8"), templateValues(definition, images), source);
+export async function renderOverlayTemplate(source: string, definition: ApplianceDefinition, images?: string[], applianceImages?: string[]): Promise<string> {
+  return render(await readFile(source, "utf8"), templateValues(definition, images, applianceImages), source);
 }
 
 function render(template: string, values: unknown, source: string): string {
