@@ -175,6 +175,15 @@ describe("the appliance's registry, file server and containerd configuration", (
         new RegExp(`- name: ${pod}\\n\\s+startupProbe:\\n\\s+failureThreshold: 180`),
       );
     }
+    // The node agents come after the pods when the CPU is short: a top-level slice (no dash: a dash nests it in another,
+    // whose weight would count instead) weighing less than system.slice (100); etcd's CPU request above kubeadm's 100m.
+    for (const unit of ["containerd.service", "kubelet.service"]) {
+      const slice = /^Slice=(\S+)$/m.exec(await debugfs(root, `cat /etc/systemd/system/${unit}`))?.[1];
+      expect(slice, unit).toMatch(/^[^-]+\.slice$/);
+      const weight = /^CPUWeight=(\d+)$/m.exec(await debugfs(root, `cat /etc/systemd/system/${slice}`));
+      expect(Number(weight?.[1]), slice).toBeLessThan(100);
+    }
+    expect(await debugfs(root, "cat /etc/icn-bootstrap/kubeadm-patches/etcd+strategic.yaml")).toMatch(/requests:\n\s+cpu: 400m/);
     expect(await statInFs(root, "/etc/nginx/sites-enabled/default")).toBeUndefined();
     for (const registryHost of ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "bootstrap.icn:5000"]) {
       const hosts = await debugfs(root, `cat "/etc/containerd/certs.d/${registryHost}/hosts.toml"`);
