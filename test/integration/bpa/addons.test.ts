@@ -16,36 +16,30 @@ import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig, type V1Job } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { addonsCatalogManifest, type CatalogAddon } from "../../../common/addons-catalog.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
 import { RegistryClient } from "../../../bpa/rest/registry.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
 import { makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
-import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import yaml from "js-yaml";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
   handBackKubeconfig,
-  kubeConfig,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   patchProvisioning,
   putRegistryCA,
   setJobStatus,
-  startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
-const kc = kubeConfig();
-const c: Clients = clients(kc);
-const operators: Operator[] = [];
+const { kc, c, start } = operatorSuite();
 
 let registry: RegistryFront;
 let push: RegistryClient;
@@ -57,7 +51,6 @@ let CATALOG: CatalogAddon[];
 const published = new Map<string, string>();
 
 beforeAll(async () => {
-  await applyCrds(kc);
   registry = await startRegistryFront();
   host = `bootstrap.icn:${registry.address.split(":")[1]}`;
   push = new RegistryClient({ url: `https://${registry.address}`, ca: registry.ca, username: registry.username, password: registry.password });
@@ -73,10 +66,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await registry?.stop();
   if (work) await rm(work, { recursive: true, force: true });
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
 });
 
 /**
@@ -105,7 +94,7 @@ async function siteWithCatalog(prefix: string): Promise<string> {
   await createHost(c, ns, bmh({ name: `m-${ns.split("-").pop()}`, cpu: 8, ram: 8192, ip: "10.30.0.1" }));
   const config = operatorConfig(ns, { addonsRegistryIP: "127.0.0.1" });
   await putRegistryCA(config, registry.ca);
-  operators.push(await startOperator(kc, config, { registryCA: false }));
+  await start(config, { registryCA: false });
   return ns;
 }
 

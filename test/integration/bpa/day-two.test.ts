@@ -10,44 +10,34 @@
  */
 import { readFile } from "node:fs/promises";
 import yaml from "js-yaml";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { V1Job } from "@kubernetes/client-node";
 import type { Provisioning } from "../../../bpa/api/types.js";
-import { mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
+import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
   getProvisioning,
   handBackKubeconfig,
-  kubeConfig,
   listInstallJobs,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   patchProvisioning,
   setJobStatus,
-  startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
-const kc = kubeConfig();
-const c: Clients = clients(kc);
-const operators: Operator[] = [];
+const { c, start, stopAll } = operatorSuite();
 const nodeNames: string[] = [];
 let appKubeconfig: string;
 
 beforeAll(async () => {
-  await applyCrds(kc);
   appKubeconfig = await readFile(inject("kubeconfigPath"), "utf8");
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
 });
 
 afterAll(async () => {
@@ -55,9 +45,7 @@ afterAll(async () => {
 });
 
 async function operatorFor(namespace: string, overrides: Record<string, unknown> = {}): Promise<Operator> {
-  const op = await startOperator(kc, operatorConfig(namespace, { kubernetesVersions: ["1.34.5", "1.35.4"], ...overrides }));
-  operators.push(op);
-  return op;
+  return start(operatorConfig(namespace, { kubernetesVersions: ["1.34.5", "1.35.4"], ...overrides }));
 }
 
 /** A Node in the "application cluster" as its kubelet would register it. */
@@ -264,8 +252,7 @@ describe("day 2: operations on an installed cluster", () => {
 
     // A version older than the cluster's is refused, saying why; the cluster is untouched.
     await patchProvisioning(c, ns, "site", { spec: { kubernetesVersion: "1.34.4" } });
-    await operators[0]!.stop();
-    operators.splice(0);
+    await stopAll();
     await operatorFor(ns, { kubernetesVersions: ["1.34.4", "1.34.5", "1.35.4"] });
     const refused = await waitForStatus(c, ns, "site", "ChangeRefused", (x) => condition(x, "Failed")?.reason === "ChangeRefused");
     expect(refused.status!.phase).toBe("UpdateFailed");
@@ -298,7 +285,7 @@ describe("day 2: operations on an installed cluster", () => {
     await createHost(c, ns, bmh({ name: "m", cpu: 12, ram: 8192, ip: "10.22.0.1" }));
     await createHost(c, ns, bmh({ name: "w-a", cpu: 24, ram: 16384, ip: "10.22.0.2" }));
     await createHost(c, ns, bmh({ name: "w-b", cpu: 32, ram: 32768, ip: "10.22.0.3" }));
-    const first = await operatorFor(ns);
+    await operatorFor(ns);
     await createProvisioning(c, ns, { metadata: { name: "edge" }, spec: { master: { cpu: 10, memory: "4Gi" }, worker: [{ cpu: 20, memory: "8Gi" }] } });
     await installed(ns, "edge");
     const seen = await jobsOf(ns, "edge");
@@ -315,8 +302,7 @@ describe("day 2: operations on an installed cluster", () => {
 
     // The operator goes away; the Job finishes; the spec changes again (a worker removed:
     // the one just added, by position); a new operator starts.
-    await first.stop();
-    operators.splice(0);
+    await stopAll();
     await setJobStatus(c, ns, scale.metadata!.name!, "succeeded");
     await patchProvisioning(c, ns, "edge", { spec: { worker: [{ cpu: 20, memory: "8Gi" }] } });
     await operatorFor(ns);

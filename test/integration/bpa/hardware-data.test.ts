@@ -5,35 +5,12 @@
  * on the Provisioning (kubectl describe): why none fit, then which hosts were chosen.
  */
 import type { CoreV1Event } from "@kubernetes/client-node";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Operator } from "../../../bpa/operator.js";
+import { describe, expect, it } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import {
-  applyCrds,
-  clients,
-  condition,
-  createHost,
-  createProvisioning,
-  kubeConfig,
-  newNamespace,
-  operatorConfig,
-  startOperator,
-  waitFor,
-  waitForStatus,
-} from "./helpers.js";
+import { condition, createHost, createProvisioning, newNamespace, operatorConfig, operatorSuite, waitFor, waitForStatus } from "./helpers.js";
 
-const kc = kubeConfig();
-const c = clients(kc);
-const operators: Operator[] = [];
+const { c, start } = operatorSuite();
 const hardwareDataApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
 
 async function events(namespace: string, reason: string): Promise<CoreV1Event[]> {
   return (await c.core.listNamespacedEvent({ namespace, fieldSelector: "involvedObject.name=cluster" })).items.filter((e) => e.reason === reason);
@@ -47,7 +24,7 @@ describe("hardware details from HardwareData", () => {
     const hardware = host.status!.hardware!;
     delete host.status!.hardware;
     await createHost(c, ns, host);
-    operators.push(await startOperator(kc, operatorConfig(ns)));
+    await start(operatorConfig(ns));
 
     // Without the HardwareData the host has no facts: Unsatisfiable, with an Event saying why.
     await createProvisioning(c, ns, { metadata: { name: "cluster" }, spec: { master: { cpu: 8, memory: "8Gi" } } });

@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml, type V1CustomResourceDefinition, type V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
-import { inject } from "vitest";
+import { afterEach, beforeAll, inject } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
 import type { BpaConfig } from "../../../bpa/config/config.js";
@@ -178,6 +178,36 @@ export async function startOperator(
   await operator.start();
   if (options.waitForLeadership !== false) await waitFor("the operator to lead", async () => operator.controller !== undefined);
   return operator;
+}
+
+/**
+ * What every operator test file sets up: the clients, the CRDs applied once (beforeAll),
+ * and every operator a test starts stopped after it (afterEach). `start` is startOperator
+ * with its stop registered; `stopAll` stops them in the middle of a test. An operator a
+ * test stops itself is started with startOperator.
+ */
+export function operatorSuite(kc = kubeConfig()) {
+  const running: Operator[] = [];
+  const track = (operator: Operator) => {
+    running.push(operator);
+    return operator;
+  };
+  const stopAll = async () => {
+    await Promise.all(running.splice(0).map((operator) => operator.stop()));
+  };
+  beforeAll(async () => {
+    await applyCrds(kc);
+  });
+  afterEach(stopAll);
+  return {
+    kc,
+    c: clients(kc),
+    start: async (config: BpaConfig, options: Parameters<typeof startOperator>[2] = {}, on = kc): Promise<Operator> =>
+      track(await startOperator(on, config, options)),
+    /** An operator made another way, stopped after the test like the others. */
+    track,
+    stopAll,
+  };
 }
 
 // ------------------------------------------------------------------ objects

@@ -8,40 +8,26 @@
  */
 import type { CoreV1Event, V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Operator } from "../../../bpa/operator.js";
+import { describe, expect, it } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { testPins } from "../../fixtures/bpa/pins.js";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
   handBackKubeconfig,
-  kubeConfig,
   listInstallJobs,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   patchProvisioning,
   putKubesprayPins,
   setJobStatus,
-  startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
-const kc = kubeConfig();
-const c = clients(kc);
-const operators: Operator[] = [];
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
+const { c, start } = operatorSuite();
 
 const env = (job: V1Job) =>
   Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
@@ -65,7 +51,7 @@ describe("the appliance's kubespray pins", () => {
     const ns = await newNamespace(c, "bpa-pins");
     await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384, ip: "10.26.0.1" }));
     const config = operatorConfig(ns, { kubernetesVersions: undefined });
-    operators.push(await startOperator(kc, config, { pins: false }));
+    await start(config, { pins: false });
     await createProvisioning(c, ns, { metadata: { name: "cluster" }, spec: { master: { cpu: 8, memory: "8Gi" }, kubernetesVersion: "1.35.3" } });
 
     const waiting = await waitForStatus(c, ns, "cluster", "Ready=False KubesprayPinsMissing", (p) => condition(p, "Ready")?.reason === "KubesprayPinsMissing");
@@ -104,7 +90,7 @@ describe("the appliance's kubespray pins", () => {
     await createHost(c, ns, bmh({ name: "w", cpu: 16, ram: 16384, ip: "10.27.0.2" }));
     const config = operatorConfig(ns, { kubernetesVersions: undefined });
     await putKubesprayPins(config, testPins(["1.35.3", "1.35.4"]));
-    operators.push(await startOperator(kc, config, { pins: false }));
+    await start(config, { pins: false });
     await createProvisioning(c, ns, {
       metadata: { name: "cluster" },
       spec: { master: { cpu: 8, memory: "8Gi" }, worker: [{ cpu: 8, memory: "8Gi" }], kubernetesVersion: "1.35.3" },

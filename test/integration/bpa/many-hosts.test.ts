@@ -5,35 +5,13 @@
  * no host twice, and kubespray's inventory lists each once in its groups (etcd: the three
  * control-plane hosts).
  */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { INVENTORY_KEY_HOSTS } from "../../../bpa/jobs/contract.js";
-import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
-import {
-  applyCrds,
-  clients,
-  createHost,
-  createProvisioning,
-  kubeConfig,
-  newNamespace,
-  operatorConfig,
-  startOperator,
-  waitFor,
-  waitForStatus,
-} from "./helpers.js";
+import { createHost, createProvisioning, newNamespace, operatorConfig, operatorSuite, waitFor, waitForStatus } from "./helpers.js";
 
-const kc = kubeConfig();
-const c = clients(kc);
-const operators: Operator[] = [];
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
+const { c, start } = operatorSuite();
 
 /** Twelve hosts: [cpu, MiB, sriov, qat] by index. */
 const SHAPES: [number, number, boolean, boolean][] = [
@@ -82,7 +60,7 @@ describe("a site of many hosts", () => {
         ),
       ),
     );
-    operators.push(await startOperator(kc, operatorConfig(ns)));
+    await start(operatorConfig(ns));
     const plain = { cpu: 8, memory: "16Gi" };
     const worker = [
       ...Array.from({ length: 4 }, () => ({ ...plain, sriov: true })),

@@ -6,42 +6,29 @@
 import yaml from "js-yaml";
 import { parseConfig } from "../../../bpa/config/config.js";
 import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole } from "@kubernetes/client-node";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
-import { isConflict, makeClients, type Clients } from "../../../bpa/runtime/kube.js";
-import type { Operator } from "../../../bpa/operator.js";
+import { isConflict, makeClients } from "../../../bpa/runtime/kube.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { applyRbac as applyShippedRbac, bindOperatorTo } from "../../helpers/rbac.js";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
   getProvisioning,
   handBackKubeconfig,
-  kubeConfig,
   listInstallJobs,
   loadKubeYaml,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   setJobStatus,
   startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
-const kc = kubeConfig();
-const c: Clients = clients(kc);
-const operators: Operator[] = [];
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
+const { kc, c, start, track } = operatorSuite();
 
 async function twoHosts(ns: string): Promise<void> {
   await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384, ip: "10.20.0.1" }));
@@ -66,8 +53,7 @@ describe("operator lifecycle", () => {
     await setJobStatus(c, ns, jobName, "succeeded");
     expect((await getProvisioning(c, ns, "cluster")).status!.phase).toBe("Installing");
 
-    const second = await startOperator(kc, operatorConfig(ns), { identity: "second" });
-    operators.push(second);
+    await start(operatorConfig(ns), { identity: "second" });
     const ready = await waitForStatus(c, ns, "cluster", "Ready", (p) => p.status?.phase === "Ready");
     expect(ready.status!.installJob).toBe(jobName);
     expect(ready.status!.assignedHosts).toEqual(installing.status!.assignedHosts);
@@ -79,8 +65,7 @@ describe("operator lifecycle", () => {
     await twoHosts(ns);
     const config = operatorConfig(ns);
     const a = await startOperator(kc, config, { identity: "replica-a" });
-    const b = await startOperator(kc, config, { identity: "replica-b", waitForLeadership: false });
-    operators.push(b);
+    const b = await start(config, { identity: "replica-b", waitForLeadership: false });
     await new Promise((r) => setTimeout(r, 1000));
     expect(a.isLeader()).toBe(true);
     expect(b.isLeader()).toBe(false);
@@ -109,8 +94,7 @@ describe("operator lifecycle", () => {
     let lost = "";
     const { Operator } = await import("../../../bpa/operator.js");
     const { silentLogger } = await import("../../../bpa/runtime/log.js");
-    const op = new Operator({ kc, config: operatorConfig(ns), log: silentLogger, identity: "victim", onLostLeadership: (reason) => (lost = reason) });
-    operators.push(op);
+    const op = track(new Operator({ kc, config: operatorConfig(ns), log: silentLogger, identity: "victim", onLostLeadership: (reason) => (lost = reason) }));
     await op.start();
     await waitFor("victim leads", async () => op.controller !== undefined);
     // Another holder writes itself into the Lease (as a replica that saw it expire would).
@@ -125,7 +109,7 @@ describe("operator lifecycle", () => {
     const ns = await newNamespace(c, "bpa-claims");
     await createHost(c, ns, bmh({ name: "h1", cpu: 16, ram: 16384 }));
     await createHost(c, ns, bmh({ name: "h2", cpu: 16, ram: 16384 }));
-    await startOperator(kc, operatorConfig(ns)).then((o) => operators.push(o));
+    await start(operatorConfig(ns));
     const request = (name: string) => ({ metadata: { name }, spec: { master: { cpu: 8, memory: "8Gi" } } });
     await Promise.all([createProvisioning(c, ns, request("a")), createProvisioning(c, ns, request("b"))]);
     const a = await waitForStatus(c, ns, "a", "a Installing", (p) => p.status?.phase === "Installing");
@@ -212,8 +196,7 @@ describe("reconcile errors", () => {
     const limited = new KubeConfig();
     limited.loadFromString(kc.exportConfig());
     limited.users = limited.users.map((u) => ({ ...u, impersonateUser: `system:serviceaccount:${ns}:op` }));
-    const op = await startOperator(limited, operatorConfig(ns));
-    operators.push(op);
+    const op = await start(operatorConfig(ns), {}, limited);
     await createProvisioning(c, ns, sample);
     const failing = await waitForStatus(c, ns, "cluster", "Reconciled=False", (p) => condition(p, "Reconciled")?.status === "False");
     expect(condition(failing, "Reconciled")).toMatchObject({ reason: "ReconcileError" });
@@ -303,14 +286,14 @@ describe("least-privilege RBAC (manifests/bpa/rbac.yaml)", () => {
     ).rejects.toThrow(/forbidden/i);
     await expect(asSa.coordination.createNamespacedLease({ namespace: ns, body: { metadata: { name: "x" }, spec: {} } })).rejects.toThrow(/forbidden/i);
 
-    const op = await startOperator(
-      operatorKc,
+    await start(
       operatorConfig(ns, {
         namespace: "bpa-system",
         leaderElection: { leaseName: `bpa-rbac-${ns}`.slice(0, 63), leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.25 },
       }),
+      {},
+      operatorKc,
     );
-    operators.push(op);
     await createProvisioning(c, ns, { ...sample, spec: { ...sample.spec, replicas: 1 } });
     const p = await waitForStatus(c, ns, "cluster", "Installing", (x) => x.status?.phase === "Installing");
     expect(condition(p, "Reconciled")).toMatchObject({ status: "True" });

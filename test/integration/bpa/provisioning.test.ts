@@ -11,49 +11,34 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
-import { mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
+import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
   getProvisioning,
   handBackKubeconfig,
-  kubeConfig,
   listInstallJobs,
   loadYamlDocuments,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   patchProvisioning,
   setJobStatus,
-  startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
 const run = promisify(execFile);
-const kc = kubeConfig();
-const c: Clients = clients(kc);
-const operators: Operator[] = [];
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
+const { c, start } = operatorSuite();
 
 async function operatorFor(namespace: string, overrides: Record<string, unknown> = {}): Promise<Operator> {
-  const op = await startOperator(kc, operatorConfig(namespace, overrides));
-  operators.push(op);
-  return op;
+  return start(operatorConfig(namespace, overrides));
 }
 
 /** The seed's sample, exactly as bpa/samples/provisioning.yaml has it. */

@@ -5,37 +5,23 @@
  */
 import type { CoreV1Event } from "@kubernetes/client-node";
 import yaml from "js-yaml";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Operator } from "../../../bpa/operator.js";
+import { describe, expect, it } from "vitest";
 import { bmh } from "../../fixtures/bpa/hosts.js";
 import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
 import {
-  applyCrds,
-  clients,
   condition,
   createHost,
   createProvisioning,
-  kubeConfig,
   listInstallJobs,
   newNamespace,
   operatorConfig,
+  operatorSuite,
   putRegistryCA,
-  startOperator,
   waitFor,
   waitForStatus,
 } from "./helpers.js";
 
-const kc = kubeConfig();
-const c = clients(kc);
-const operators: Operator[] = [];
-
-beforeAll(async () => {
-  await applyCrds(kc);
-});
-
-afterEach(async () => {
-  await Promise.all(operators.splice(0).map((o) => o.stop()));
-});
+const { c, start } = operatorSuite();
 
 async function caEvents(namespace: string): Promise<CoreV1Event[]> {
   const list = await c.core.listNamespacedEvent({ namespace, fieldSelector: "involvedObject.name=cluster" });
@@ -47,8 +33,7 @@ describe("the registry's site CA", () => {
     const ns = await newNamespace(c, "bpa-ca");
     await createHost(c, ns, bmh({ name: "m1", cpu: 16, ram: 16384, ip: "10.20.0.1" }));
     const config = operatorConfig(ns);
-    const op = await startOperator(kc, config, { registryCA: false });
-    operators.push(op);
+    const op = await start(config, { registryCA: false });
     await createProvisioning(c, ns, { metadata: { name: "cluster" }, spec: { master: { cpu: 8, memory: "8Gi" } } });
 
     // 1. No ConfigMap: the Provisioning says what is missing and who makes it; nothing runs.
