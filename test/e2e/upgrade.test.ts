@@ -9,7 +9,11 @@
  *   token, then POST /api/v1/appliance/upgrade), slot b comes back healthy and becomes the
  *   default: the same machine (hostname, SSH host key, etcd member, a ConfigMap made
  *   before), version B's file, an Event on the Node, the REST API's view of the state; a
- *   plain reboot after that stays on slot b.
+ *   plain reboot after that stays on slot b;
+ * - version C, built with a health bound it cannot meet (60 s from power-on), is written into
+ *   slot a and never becomes healthy: the machine reboots into slot b by itself and says why.
+ * Throughout, a site's state made on version A (a BareMetalHost, its BMC Secret, a
+ * Provisioning, the uploads) is the same objects afterwards.
  * Run with `npm run e2e:upgrade` (about an hour under TCG; docs/upgrade.md).
  */
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
@@ -59,12 +63,20 @@ let imageA: string;
 let stick: string;
 const consoleLines: string[] = [];
 
+/** A site's state, applied on version A: it must be the same objects on every later version. */
+const SITE = [
+  "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: site-a",
+  "apiVersion: v1\nkind: Secret\nmetadata:\n  name: node-1-bmc\n  namespace: site-a\nstringData:\n  username: admin\n  password: site-a-bmc-password",
+  "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata:\n  name: node-1\n  namespace: site-a\nspec:\n  online: false\n  bootMACAddress: 52:54:00:00:00:01\n  bmc:\n    address: redfish+http://192.168.111.1:8000/redfish/v1/Systems/node-1\n    credentialsName: node-1-bmc",
+  "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: site-a-cluster\n  namespace: site-a\nspec:\n  master:\n    cpu: 2\n    memory: 2Gi",
+].join("\n---\n");
+
 /** Builds the test's definition at `version` (the marker file's content), signed. */
-async function buildVersion(version: string, format: string, out: string, publicKey: string, trusted: string): Promise<void> {
+async function buildVersion(version: string, format: string, out: string, publicKey: string, trusted: string, healthTimeout = "30m"): Promise<void> {
   const definition = await writeDefinition(
     (d) => {
       d.access = { sshAuthorizedKeys: [publicKey] };
-      d.upgrade = { trustedKeys: [trusted] };
+      d.upgrade = { trustedKeys: [trusted], healthTimeout };
     },
     { [MARKER]: `${version}\n` },
   );
@@ -84,15 +96,21 @@ beforeAll(async () => {
   const trusted = await readFile(join(work, "sign.pub"), "utf8");
   await buildVersion("A", "qcow2", join(work, "a"), publicKey, trusted);
   imageA = join(work, "a", "icn-bootstrap.qcow2");
-  // Version B on a stick (ext4, 8 GiB sparse): the image, its report and their bundles; the build's own copies go.
-  const b = join(work, "b");
-  await buildVersion("B", "usb", b, publicKey, trusted);
+  // Versions B and C on a stick (ext4, sparse): B's image, its report and their bundles at its top, C's in c/; the builds' own copies go.
   const onStick = join(work, "stick-files");
-  await mkdir(onStick);
-  for (const file of ["icn-bootstrap.img", "icn-bootstrap.img.sigstore.json", "icn-bootstrap.report.json", "icn-bootstrap.report.json.sigstore.json"])
-    await execa("mv", [join(b, file), join(onStick, file)]);
+  const stickFiles = ["icn-bootstrap.img", "icn-bootstrap.img.sigstore.json", "icn-bootstrap.report.json", "icn-bootstrap.report.json.sigstore.json"];
+  for (const [version, dir, healthTimeout] of [
+    ["B", onStick, "30m"],
+    ["C", join(onStick, "c"), "60s"],
+  ] as const) {
+    const out = join(work, version.toLowerCase());
+    await buildVersion(version, "usb", out, publicKey, trusted, healthTimeout);
+    await mkdir(dir, { recursive: true });
+    for (const file of stickFiles) await execa("mv", [join(out, file), join(dir, file)]);
+    await rm(out, { recursive: true, force: true });
+  }
   stick = join(work, "stick.raw");
-  await execa("mkfs.ext4", ["-q", "-L", "ICN-UPGRADE", "-d", onStick, stick, "8G"]);
+  await execa("mkfs.ext4", ["-q", "-L", "ICN-UPGRADE", "-d", onStick, stick, "16G"]);
   await rm(onStick, { recursive: true, force: true });
 }, 120 * 60_000);
 
@@ -139,10 +157,10 @@ describe("upgrading the appliance in place", () => {
       }
       throw new Error(`no console line matching ${pattern} within ${seconds} s; last lines:\n${consoleLines.slice(-30).join("\n")}`);
     };
-    const apply = async () => {
+    const apply = async (image = "/mnt/stick/icn-bootstrap.img") => {
       const started = Date.now();
       await ssh("mkdir -p /mnt/stick && (mountpoint -q /mnt/stick || mount -o ro /dev/disk/by-id/virtio-upgrade-stick /mnt/stick)");
-      const applied = await ssh("icn-upgrade apply /mnt/stick/icn-bootstrap.img --no-reboot 2>&1");
+      const applied = await ssh(`icn-upgrade apply ${image} --no-reboot 2>&1`);
       console.log(`icn-upgrade apply (${((Date.now() - started) / 1000).toFixed(0)} s):\n${applied.stdout}`);
       await ssh("umount /mnt/stick; systemctl reboot").catch(() => undefined);
       expect(await vm!.exited!(10 * 60_000), "the appliance rebooted (QEMU exits on a reboot)").toBe(true);
@@ -164,6 +182,12 @@ describe("upgrading the appliance in place", () => {
         await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf -n default get configmap kept-across-upgrades -o jsonpath='{.data.made}'")
       ).stdout.trim(),
       version: (await ssh(`cat /${MARKER}`)).stdout.trim(),
+      // The site's objects: the same uid is the same object, not one made again.
+      site: (
+        await ssh(
+          "kubectl --kubeconfig /etc/kubernetes/admin.conf -n site-a get secret/node-1-bmc baremetalhost/node-1 provisioning/site-a-cluster -o jsonpath='{range .items[*]}{.kind}/{.metadata.name} {.metadata.uid}{\"\\n\"}{end}'",
+        )
+      ).stdout.trim(),
     });
 
     // Version A, first boot: the slots and the data partition are laid out.
@@ -173,8 +197,10 @@ describe("upgrading the appliance in place", () => {
     expect(slotOf(vm)).toBe("a");
     expect(consoleLines.join("\n")).toMatch(/ICN-BOOTSTRAP-LAYOUT slots on/);
     await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf -n default create configmap kept-across-upgrades --from-literal=made=before");
+    await ssh(`kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f - <<'EOF'\n${SITE}\nEOF`);
     const before = await identity();
     expect(before.version).toBe("A");
+    expect(before.site.split("\n").map((line) => line.split(" ")[0])).toEqual(["Secret/node-1-bmc", "BareMetalHost/node-1", "Provisioning/site-a-cluster"]);
 
     // A stick whose image does not match its report is refused, and nothing is written.
     const tampered = await ssh(
@@ -229,6 +255,17 @@ describe("upgrading the appliance in place", () => {
       pending: null,
       state: { phase: "succeeded", from: "a", to: "b", requestedBy: expect.stringContaining("e2e-ops") },
     });
+    // The uploads made on version A are still listed, published, by version B's REST API.
+    const uploads = await ssh(
+      'curl -sS --fail --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H "Authorization: Bearer $(cat /root/e2e-ops.token)" https://bootstrap.icn:30443/api/v1/uploads',
+    );
+    expect((JSON.parse(uploads.stdout) as { items: { name: string; state: string }[] }).items.filter((u) => u.name.startsWith("e2e/"))).toEqual(
+      expect.arrayContaining(
+        ["icn-bootstrap.img", "icn-bootstrap.report.json", "icn-bootstrap.report.json.sigstore.json"].map((f) =>
+          expect.objectContaining({ name: `e2e/${f}`, state: "published" }),
+        ),
+      ),
+    );
     console.log(`data partition: ${(await ssh("df -h --output=size,used /var/lib/icn-data | tail -n1")).stdout.trim()}`);
 
     // A plain reboot stays on slot b.
@@ -238,5 +275,23 @@ describe("upgrading the appliance in place", () => {
     vm = await boot(LATER_BOOT_S);
     expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
     expect(slotOf(vm)).toBe("b");
+
+    // Version C never becomes healthy within its bound: the machine goes back to slot b by itself.
+    await apply("/mnt/stick/c/icn-bootstrap.img");
+    vm = await boot(LATER_BOOT_S);
+    const failed = consoleLines.find((line) => /ICN-BOOTSTRAP-UPGRADE failed slot=a/.test(line));
+    console.log(`version C, slot a: ${failed ?? "(no failed line)"}; the machine ${vm.ready ? "reported ready" : "rebooted"} after ${vm.seconds.toFixed(0)} s`);
+    expect(failed, consoleLines.slice(-30).join("\n")).toMatch(/not healthy after 60 s: .*rebooting into slot b/);
+    expect(vm.ready, "slot a rebooted before it was ready").toBe(false);
+    await vm.stop?.();
+    vm = await boot(LATER_BOOT_S);
+    expect(vm.ready, `${vm.failure ?? ""}\n${vm.lastLines.join("\n")}`).toBe(true);
+    expect(slotOf(vm)).toBe("b");
+    const rolledBack = await untilLine(/ICN-BOOTSTRAP-UPGRADE rolled-back slot=b/, 15 * 60);
+    console.log(`back on slot b after ${vm.seconds.toFixed(0)} s: ${rolledBack}`);
+    expect(rolledBack).toMatch(/not healthy after 60 s/);
+    expect(JSON.parse((await ssh("icn-upgrade status")).stdout).upgrade).toMatchObject({ phase: "rolled-back", from: "b", to: "a" });
+    expect(await identity()).toEqual({ ...before, version: "B" });
+    expect((await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf describe node")).stdout).toMatch(/UpgradeRolledBack/);
   });
 });
