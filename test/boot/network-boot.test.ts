@@ -33,7 +33,7 @@ import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir } from "../../builder/stage.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { readRamdisk, type RamdiskFiles } from "../../builder/stages/ramdisk.js";
-import { logTail, startIronicPod, unpackIronic, untilServersUp, type IronicPod } from "../helpers/ironic-pod.js";
+import { logTail, startIronicPod, stopIronicPod, unpackIronic, untilServersUp, type IronicPod } from "../helpers/ironic-pod.js";
 import { inImage } from "../helpers/oci-rootfs.js";
 
 const NETNS = `icn-netboot-${process.pid}`;
@@ -150,7 +150,7 @@ print(json.dumps({"rcode": rcode, "addresses": addresses}))
 }
 
 afterAll(async () => {
-  for (const server of pod?.servers ?? []) server.child.kill();
+  await stopIronicPod(pod);
   fileServer?.kill();
   await execa("ip", ["netns", "delete", NETNS], { reject: false });
   if (work) await rm(work, { recursive: true, force: true });

@@ -52,7 +52,7 @@ import { REPO } from "../helpers/cli.js";
 import { phaseLog } from "../helpers/phases.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { startIronicPod, unpackIronic, untilServersUp, type Server } from "../helpers/ironic-pod.js";
-import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { startInImage, stopInImage, unpackImage } from "../helpers/oci-rootfs.js";
 import { sshArgs } from "../helpers/ssh.js";
 
 const HOUR = 60 * 60_000;
@@ -362,7 +362,7 @@ afterAll(async () => {
   console.log(phaseSummary());
   await libvirt?.stop();
   await bmc?.stop();
-  for (const s of servers) s.child.kill();
+  await Promise.all(servers.map((s) => stopInImage(s.child)));
   fileServer?.kill();
   await kube?.stop();
   for (const bridge of [BRIDGE, DEAD_BRIDGE]) await execa("ip", ["link", "del", bridge], { reject: false });

@@ -6,18 +6,19 @@
  * credentials Secret as files, the leases directory, and for dnsmasq only the
  * capabilities its Deployment gives it.
  */
+import type { ChildProcess } from "node:child_process";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import yaml from "js-yaml";
 import { REPO } from "./cli.js";
-import { startInImage, unpackImage, type InImageOptions } from "./oci-rootfs.js";
+import { startInImage, stopInImage, unpackImage, type InImageOptions } from "./oci-rootfs.js";
 
 export const IRONIC_IMAGE = "bootstrap.icn:5000/icn/ironic:39.0.0";
 
 export interface Server {
   name: string;
   log: string;
-  child: { exitCode?: number | null; kill: () => boolean };
+  child: ChildProcess;
 }
 
 export interface IronicPod {
@@ -81,6 +82,11 @@ export async function dnsmasqCapabilities(): Promise<string[]> {
   }[];
   const container = docs.find((d) => d?.kind === "Deployment")!.spec!.template.spec.containers.find((c) => c.name === "dnsmasq")!;
   return (container.securityContext?.capabilities?.add ?? []).map((cap) => `CAP_${cap}`);
+}
+
+/** Stops every server of the pod and waits until they are gone. */
+export async function stopIronicPod(pod: IronicPod | undefined): Promise<void> {
+  await Promise.all((pod?.servers ?? []).map((s) => stopInImage(s.child)));
 }
 
 /** The end of a server's log, for failure messages. */

@@ -3,7 +3,7 @@
  * layer by layer, so tests can run the image's own programs with bubblewrap: the same
  * files, interpreter and libraries as in a pod, without a container runtime.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -56,6 +56,8 @@ export interface InImageOptions {
    * the image's files stay root's. The image root's parent directories must be searchable by it.
    */
   uid?: number;
+  /** A PID namespace of its own (bwrap --unshare-pid): when it stops, so does every process it started. */
+  ownPids?: boolean;
 }
 
 function bwrapArgs(root: string, command: string[], opts: InImageOptions): string[] {
@@ -70,6 +72,7 @@ function bwrapArgs(root: string, command: string[], opts: InImageOptions): strin
     "--tmpfs",
     "/tmp",
     ...(opts.hostNetwork || opts.netns ? [] : ["--unshare-net"]),
+    ...(opts.ownPids ? ["--unshare-pid"] : []),
     ...(opts.caps ? ["--cap-drop", "ALL", ...opts.caps.flatMap((cap) => ["--cap-add", cap])] : []),
     "--die-with-parent",
     "--clearenv",
@@ -104,12 +107,26 @@ export function inImage(root: string, command: string[], opts: InImageOptions = 
   return execa(...launcher(root, command, opts), { all: true, reject: false });
 }
 
-/** Starts a long-running program of an unpacked image (a server); its output goes to `log`. Stop it with kill(). */
+/**
+ * Starts a long-running program of an unpacked image (a server); its output goes to `log`.
+ * It runs in a PID namespace of its own, as in a pod, so stopping it (stopInImage) stops
+ * every process it started: none is left writing into a directory the test removes next.
+ */
 export function startInImage(root: string, command: string[], log: string, opts: InImageOptions = {}) {
   // The log file itself as stdout and stderr (not a pipe through this process): programs that open /dev/stdout, as nginx's access_log does, get a file, as a container runtime gives them a FIFO.
   const fd = openSync(log, "a");
-  const [file, args] = launcher(root, command, opts);
+  const [file, args] = launcher(root, command, { ...opts, ownPids: true });
   const child = spawn(file, args, { stdio: ["ignore", fd, fd] });
   closeSync(fd);
   return child;
+}
+
+/** Stops a server started with startInImage and waits until it is gone: SIGTERM, then SIGKILL after `graceMs`. */
+export async function stopInImage(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+  await exited;
+  clearTimeout(timer);
 }

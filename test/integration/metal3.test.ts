@@ -11,6 +11,7 @@
  *   with Ironic's reason in status.errorMessage; a host next to it without a BMC stays
  *   unmanaged, without an error.
  */
+import type { ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,7 +21,7 @@ import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
 import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { freePort } from "../../builder/registry/server.js";
 import { startIronicPod, unpackIronic } from "../helpers/ironic-pod.js";
-import { startInImage, unpackImage } from "../helpers/oci-rootfs.js";
+import { startInImage, stopInImage, unpackImage } from "../helpers/oci-rootfs.js";
 import { applyCrds, clients, kubeConfig, newNamespace, waitFor } from "./bpa/helpers.js";
 
 const BMO = "quay.io/metal3-io/baremetal-operator:v0.13.2";
@@ -34,8 +35,8 @@ let ironicPort: number;
 let ironicRoot: string;
 let password: string;
 let auth: string;
-const processes: { kill: () => boolean }[] = [];
-let bmo: { exitCode?: number | null; kill: () => boolean };
+const processes: ChildProcess[] = [];
+let bmo: ChildProcess;
 let bmoLog: string;
 
 interface Host {
@@ -106,7 +107,7 @@ beforeAll(async () => {
 }, 40 * 60_000);
 
 afterAll(async () => {
-  for (const p of processes) p.kill();
+  await Promise.all(processes.map((p) => stopInImage(p)));
   if (work) await rm(work, { recursive: true, force: true });
 });
 
