@@ -25,11 +25,11 @@ import { parseConfig } from "../bpa/config/config.js";
 import { makeClients, type Clients } from "../bpa/runtime/kube.js";
 import { silentLogger } from "../bpa/runtime/log.js";
 import { Operator } from "../bpa/operator.js";
-import { startKubeTestServer, type KubeTestServer } from "../test/harness/kube-apiserver.js";
-import { bmh } from "../test/fixtures/bpa/hosts.js";
-import { prng } from "../test/fixtures/prng.js";
-import { makeTestCA } from "../test/fixtures/bpa/registry-ca.js";
-import { testPins } from "../test/fixtures/bpa/pins.js";
+import { startKubeTestServer, type KubeTestServer } from "../test/helpers/kube-apiserver.js";
+import { bmh } from "../test/helpers/fixtures/bpa/hosts.js";
+import { prng } from "../test/helpers/fixtures/prng.js";
+import { makeTestCA } from "../test/helpers/fixtures/bpa/registry-ca.js";
+import { testPins } from "../test/helpers/fixtures/bpa/pins.js";
 import { createApplianceCrds } from "../test/helpers/crds.js";
 import { writeBareMetalHost } from "../test/helpers/bare-metal-hosts.js";
 

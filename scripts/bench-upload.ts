@@ -26,8 +26,8 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { execa } from "execa";
 import { freePort } from "../builder/registry/server.js";
 import { makeClients } from "../bpa/runtime/kube.js";
-import { makeServerTls } from "../test/fixtures/bpa/server-tls.js";
-import { startKubeTestServer } from "../test/harness/kube-apiserver.js";
+import { makeServerTls } from "../test/helpers/fixtures/bpa/server-tls.js";
+import { startKubeTestServer } from "../test/helpers/kube-apiserver.js";
 import { TOKEN_AUDIENCE } from "../bpa/rest/auth.js";
 
 const { values } = parseArgs({ options: { "size-mib": { type: "string", default: "2048" }, json: { type: "string" }, dir: { type: "string" } } });

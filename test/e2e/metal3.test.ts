@@ -46,7 +46,7 @@ import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { FILES_ROOT } from "../../builder/stages/files.js";
 import { OS_IMAGES_PATH, readOsImage } from "../../builder/stages/os-image.js";
 import { BOOT_FILES_PATH, readRamdisk } from "../../builder/stages/ramdisk.js";
-import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer, type KubeTestServer } from "../helpers/kube-apiserver.js";
 import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { REPO } from "../helpers/cli.js";
 import { phaseLog } from "../helpers/phases.js";

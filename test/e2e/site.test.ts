@@ -44,7 +44,7 @@ import { startBmc, type Bmc } from "../helpers/bmc-emulator.js";
 import { REPO, runCli } from "../helpers/cli.js";
 import { domainXml, startLibvirt, type Libvirt } from "../helpers/libvirt.js";
 import { phaseLog } from "../helpers/phases.js";
-import { waitFor } from "../integration/bpa/helpers.js";
+import { waitFor } from "../helpers/operator-suite.js";
 import { sshArgs } from "../helpers/ssh.js";
 
 const HOUR = 60 * 60_000;

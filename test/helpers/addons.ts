@@ -1,7 +1,7 @@
 /** What the e2e runs expect of the BPA's addons once an application cluster is Ready. */
 import { expect } from "vitest";
 import type { Provisioning } from "../../bpa/api/types.js";
-import { waitFor } from "../integration/bpa/helpers.js";
+import { waitFor } from "./operator-suite.js";
 
 /** The appliance's default addons (manifests/bpa/addons.yaml), each as status.addons shows it installed. */
 export const DEFAULT_ADDONS_INSTALLED = [

@@ -19,7 +19,7 @@ import { dirname, join, posix } from "node:path";
 import type { AuthenticationV1TokenRequest, V1Job, V1Volume } from "@kubernetes/client-node";
 import { execa } from "execa";
 import type { Clients } from "../../bpa/runtime/kube.js";
-import { setJobStatus } from "../integration/bpa/helpers.js";
+import { setJobStatus } from "./operator-suite.js";
 
 export interface ImageConfig {
   entrypoint: string[];

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiextensionsV1Api } from "@kubernetes/client-node";
 import { loadKubeConfig, makeClients, type Clients } from "../../bpa/runtime/kube.js";
-import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer, type KubeTestServer } from "../helpers/kube-apiserver.js";
 import { writeControllerChart, type ControllerChart } from "../helpers/controller-chart.js";
 
 let work: string;

@@ -20,7 +20,7 @@ import { loadKubeConfig, makeClients, type Clients } from "../../bpa/runtime/kub
 import { HISTORY_MAX, supportedVersion } from "../../builder/deploy.js";
 import { writeImagesBundle } from "../../builder/images-bundle.js";
 import { freePort, startRegistry } from "../../builder/registry/server.js";
-import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer, type KubeTestServer } from "../helpers/kube-apiserver.js";
 import { runCli } from "../helpers/cli.js";
 import { writeControllerChart, type ControllerChart } from "../helpers/controller-chart.js";
 import { makeImagesStage } from "../helpers/images-stage.js";

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { expect, it } from "vitest";
-import { startKubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer } from "../helpers/kube-apiserver.js";
 
 it("starts etcd + kube-apiserver on loopback and stop() removes processes and files", async () => {
   const server = await startKubeTestServer({ log: () => {} });

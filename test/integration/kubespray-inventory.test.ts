@@ -404,7 +404,7 @@ describe("the workers' API-server proxy", () => {
     const out = join(work, "haproxy-out");
     await mkdir(out, { recursive: true });
     const rendered = await inImage(root, ["ansible-playbook", "-i", "/tmp/inventory/hosts.ini", "/tmp/play/render-haproxy-cfg.yml", "-e", `@${PINS}`], {
-      binds: { [inventory]: "/tmp/inventory", [join(REPO, "test/fixtures/kubespray")]: "/tmp/play", [out]: "/tmp/out" },
+      binds: { [inventory]: "/tmp/inventory", [join(REPO, "test/helpers/fixtures/kubespray")]: "/tmp/play", [out]: "/tmp/out" },
       cwd: "/kubespray",
       env: { ANSIBLE_ROLES_PATH: "/kubespray/roles" },
     });

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeTestCA } from "../fixtures/bpa/registry-ca.js";
+import { makeTestCA } from "../helpers/fixtures/bpa/registry-ca.js";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 let work: string;

@@ -31,7 +31,7 @@ import { FILES_ROOT, KUBESPRAY_TREE } from "../../builder/stages/files.js";
 import { REGISTRY_STORAGE } from "../../builder/stages/registry.js";
 import { REPO } from "../helpers/cli.js";
 import { buildKubesprayStandIn, STANDIN_VERSION } from "../helpers/kubespray-standin.js";
-import { makeTestCA, type TestCA } from "../fixtures/bpa/registry-ca.js";
+import { makeTestCA, type TestCA } from "../helpers/fixtures/bpa/registry-ca.js";
 import { runnerIdentity } from "../helpers/runner-identity.js";
 
 const id = `${process.pid % 100000}`;

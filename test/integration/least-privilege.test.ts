@@ -24,8 +24,8 @@ import { RUNNER_UID } from "../../bpa/jobs/pod-security.js";
 import { mergePatch } from "../../bpa/runtime/kube.js";
 import type { Operator } from "../../bpa/operator.js";
 import { REASON_NAMESPACE_NOT_PERMITTED } from "../../bpa/controller/reconcile.js";
-import { bmh } from "../fixtures/bpa/hosts.js";
-import { testConfig } from "../fixtures/bpa/config.js";
+import { bmh } from "../helpers/fixtures/bpa/hosts.js";
+import { testConfig } from "../helpers/fixtures/bpa/config.js";
 import { inImage, unpackBuiltImage } from "../helpers/oci-rootfs.js";
 import { applyRbac, applyRbacObject, bindOperatorTo, can, impersonating, serviceAccount, type Access } from "../helpers/rbac.js";
 import {
@@ -39,7 +39,7 @@ import {
   operatorConfig,
   startOperator,
   waitForStatus,
-} from "./bpa/helpers.js";
+} from "../helpers/operator-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -22,7 +22,7 @@ import { stagesDir, runStages } from "../../builder/pipeline.js";
 import { freePort } from "../../builder/registry/server.js";
 import { startIronicPod, unpackIronic } from "../helpers/ironic-pod.js";
 import { startInImage, stopInImage, unpackImage } from "../helpers/oci-rootfs.js";
-import { applyCrds, clients, kubeConfig, newNamespace, waitFor } from "./bpa/helpers.js";
+import { applyCrds, clients, kubeConfig, newNamespace, waitFor } from "../helpers/operator-suite.js";
 
 const BMO = "quay.io/metal3-io/baremetal-operator:v0.13.2";
 const bmhApi = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };

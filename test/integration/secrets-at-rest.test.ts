@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { artifactPaths } from "../../builder/sources/index.js";
-import { startKubeTestServer, type KubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer, type KubeTestServer } from "../helpers/kube-apiserver.js";
 import { runSecretsKey, secretsKeyPlace, type SecretsKeyPlace } from "../helpers/secrets-key.js";
 
 let work: string;

@@ -11,7 +11,7 @@
  */
 import type {} from "vitest";
 import type { TestProject } from "vitest/node";
-import { startKubeTestServer } from "../harness/kube-apiserver.js";
+import { startKubeTestServer } from "../helpers/kube-apiserver.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -22,7 +22,7 @@ import type { Provisioning } from "../../../bpa/api/types.js";
 import { RegistryClient } from "../../../bpa/rest/registry.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
 import { makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import yaml from "js-yaml";
 import {
   condition,
@@ -37,7 +37,7 @@ import {
   setJobStatus,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const { kc, c, start } = operatorSuite();
 

@@ -6,8 +6,17 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { BMH_PLURAL, METAL3_GROUP, METAL3_VERSION } from "../../../bpa/api/constants.js";
 import type { BareMetalHost } from "../../../bpa/api/types.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { applyCrds, clients, createHost, createProvisioning, getProvisioning, kubeConfig, newNamespace, patchProvisioning } from "./helpers.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import {
+  applyCrds,
+  clients,
+  createHost,
+  createProvisioning,
+  getProvisioning,
+  kubeConfig,
+  newNamespace,
+  patchProvisioning,
+} from "../../helpers/operator-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

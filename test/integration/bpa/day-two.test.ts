@@ -15,7 +15,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import type { Provisioning } from "../../../bpa/api/types.js";
 import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import {
   condition,
   createHost,
@@ -30,7 +30,7 @@ import {
   setJobStatus,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const { c, start, stopAll } = operatorSuite();
 const nodeNames: string[] = [];

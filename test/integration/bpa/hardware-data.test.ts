@@ -6,8 +6,17 @@
  */
 import type { CoreV1Event } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { condition, createHost, createProvisioning, newNamespace, operatorConfig, operatorSuite, waitFor, waitForStatus } from "./helpers.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import {
+  condition,
+  createHost,
+  createProvisioning,
+  newNamespace,
+  operatorConfig,
+  operatorSuite,
+  waitFor,
+  waitForStatus,
+} from "../../helpers/operator-suite.js";
 
 const { c, start } = operatorSuite();
 const hardwareDataApi = { group: "metal3.io", version: "v1alpha1", plural: "hardwaredata" };

@@ -9,8 +9,8 @@
 import type { CoreV1Event, V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { describe, expect, it } from "vitest";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { testPins } from "../../fixtures/bpa/pins.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import { testPins } from "../../helpers/fixtures/bpa/pins.js";
 import {
   condition,
   createHost,
@@ -25,7 +25,7 @@ import {
   setJobStatus,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const { c, start } = operatorSuite();
 

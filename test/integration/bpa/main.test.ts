@@ -10,8 +10,8 @@ import { promisify } from "node:util";
 import { execFile } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { testPins } from "../../fixtures/bpa/pins.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import { testPins } from "../../helpers/fixtures/bpa/pins.js";
 import {
   applyCrds,
   clients,
@@ -25,7 +25,7 @@ import {
   putRegistryCA,
   testRegistryCaPem,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("../../../", import.meta.url));

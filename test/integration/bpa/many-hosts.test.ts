@@ -8,8 +8,8 @@
 import { describe, expect, it } from "vitest";
 import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { INVENTORY_KEY_HOSTS } from "../../../bpa/jobs/contract.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { createHost, createProvisioning, newNamespace, operatorConfig, operatorSuite, waitFor, waitForStatus } from "./helpers.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import { createHost, createProvisioning, newNamespace, operatorConfig, operatorSuite, waitFor, waitForStatus } from "../../helpers/operator-suite.js";
 
 const { c, start } = operatorSuite();
 

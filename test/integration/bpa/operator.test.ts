@@ -9,7 +9,7 @@ import { KubeConfig, type V1ConfigMap, type V1Deployment, type V1ClusterRole } f
 import { describe, expect, it } from "vitest";
 import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
 import { isConflict, makeClients } from "../../../bpa/runtime/kube.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import { applyRbac as applyShippedRbac, bindOperatorTo } from "../../helpers/rbac.js";
 import {
   condition,
@@ -26,7 +26,7 @@ import {
   startOperator,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const { kc, c, start, track } = operatorSuite();
 

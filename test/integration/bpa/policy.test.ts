@@ -7,7 +7,17 @@
 import { AdmissionregistrationV1Api, type V1ValidatingAdmissionPolicy, type V1ValidatingAdmissionPolicyBinding } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isConflict } from "../../../bpa/runtime/kube.js";
-import { applyCrds, clients, createProvisioning, kubeConfig, loadKubeYaml, loadYamlDocuments, newNamespace, patchProvisioning, waitFor } from "./helpers.js";
+import {
+  applyCrds,
+  clients,
+  createProvisioning,
+  kubeConfig,
+  loadKubeYaml,
+  loadYamlDocuments,
+  newNamespace,
+  patchProvisioning,
+  waitFor,
+} from "../../helpers/operator-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -16,7 +16,7 @@ import { LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import type { Provisioning } from "../../../bpa/api/types.js";
 import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { Operator } from "../../../bpa/operator.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import {
   condition,
   createHost,
@@ -32,7 +32,7 @@ import {
   setJobStatus,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const run = promisify(execFile);
 const { c, start } = operatorSuite();

@@ -6,8 +6,8 @@
 import type { CoreV1Event } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { describe, expect, it } from "vitest";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import { makeTestCA } from "../../helpers/fixtures/bpa/registry-ca.js";
 import {
   condition,
   createHost,
@@ -19,7 +19,7 @@ import {
   putRegistryCA,
   waitFor,
   waitForStatus,
-} from "./helpers.js";
+} from "../../helpers/operator-suite.js";
 
 const { c, start } = operatorSuite();
 

@@ -19,7 +19,7 @@ import { REPO } from "../../helpers/cli.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import { ROUTES } from "../../../bpa/rest/server.js";
 import type { UploadRecord } from "../../../common/uploads.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import type { V1ConfigMap, V1Deployment, V1PersistentVolume, V1PersistentVolumeClaim, V1Service } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { builtOsImageManifest } from "../../../common/os-images.js";
@@ -34,8 +34,8 @@ import {
   newNamespace,
   setJobStatus,
   waitFor,
-} from "./helpers.js";
-import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "./rest-helpers.js";
+} from "../../helpers/operator-suite.js";
+import { ApiClient, applyApiRbac, makeServerTls, sha256, startTestApi, tokenFor, type TestTls } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

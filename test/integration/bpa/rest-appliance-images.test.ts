@@ -15,8 +15,8 @@ import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UploadRecord } from "../../../common/uploads.js";
-import { clients, kubeConfig } from "./helpers.js";
-import { sha256, startApiFixture, uploaderClient, type ApiClient, type ApiFixture } from "./rest-helpers.js";
+import { clients, kubeConfig } from "../../helpers/operator-suite.js";
+import { sha256, startApiFixture, uploaderClient, type ApiClient, type ApiFixture } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -15,8 +15,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RunningApi } from "../../../bpa/rest/main.js";
 import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
-import { clients, kubeConfig } from "./helpers.js";
-import { ApiClient, startApiFixture, type ApiFixture, sha256, tokenFor, type TestTls } from "./rest-helpers.js";
+import { clients, kubeConfig } from "../../helpers/operator-suite.js";
+import { ApiClient, startApiFixture, type ApiFixture, sha256, tokenFor, type TestTls } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -21,9 +21,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "../../../builder/registry/server.js";
 import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
-import { aliasBombChartYaml } from "../../fixtures/bpa/alias-bomb.js";
-import { clients, deleteNamespace, kubeConfig, newNamespace, waitFor } from "./helpers.js";
-import { ApiClient, applyApiRbac, createRegistryAccess, impersonating, makeServerTls, tokenFor, type TestTls } from "./rest-helpers.js";
+import { aliasBombChartYaml } from "../../helpers/fixtures/bpa/alias-bomb.js";
+import { clients, deleteNamespace, kubeConfig, newNamespace, waitFor } from "../../helpers/operator-suite.js";
+import { ApiClient, applyApiRbac, createRegistryAccess, impersonating, makeServerTls, tokenFor, type TestTls } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -18,8 +18,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { addonsCatalogManifest } from "../../../common/addons-catalog.js";
 import { builtOsImageManifest } from "../../../common/os-images.js";
 import type { UploadRecord } from "../../../common/uploads.js";
-import { clients, kubeConfig } from "./helpers.js";
-import { sha256, startApiFixture, uploaderClient, type ApiClient, type ApiFixture } from "./rest-helpers.js";
+import { clients, kubeConfig } from "../../helpers/operator-suite.js";
+import { sha256, startApiFixture, uploaderClient, type ApiClient, type ApiFixture } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -14,10 +14,10 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mergePatch } from "../../../bpa/runtime/kube.js";
 import type { RunningApi } from "../../../bpa/rest/main.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 import { countColor, decodePng } from "../../helpers/png.js";
-import { applyCrds, clients, createHost, createProvisioning, kubeConfig } from "./helpers.js";
-import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "./rest-helpers.js";
+import { applyCrds, clients, createHost, createProvisioning, kubeConfig } from "../../helpers/operator-suite.js";
+import { ApiClient, startApiFixture, type ApiFixture, tokenFor, type TestTls } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

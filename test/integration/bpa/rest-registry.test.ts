@@ -19,8 +19,8 @@ import type { UploadRecord } from "../../../common/uploads.js";
 import { REPO } from "../../helpers/cli.js";
 import { dockerSaveArchive } from "../../helpers/docker-save.js";
 import { startRegistryFront, type RegistryFront } from "../../helpers/registry-front.js";
-import { clients, kubeConfig } from "./helpers.js";
-import { ApiClient, createRegistryAccess, startApiFixture, type ApiFixture, tokenFor, type TestTls, uploaderClient } from "./rest-helpers.js";
+import { clients, kubeConfig } from "../../helpers/operator-suite.js";
+import { ApiClient, createRegistryAccess, startApiFixture, type ApiFixture, tokenFor, type TestTls, uploaderClient } from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -14,7 +14,7 @@ import { connect } from "node:tls";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegistry } from "../../../builder/registry/server.js";
-import { clients, kubeConfig } from "./helpers.js";
+import { clients, kubeConfig } from "../../helpers/operator-suite.js";
 import type { UploadRecord } from "../../../common/uploads.js";
 import {
   ApiClient,
@@ -26,7 +26,7 @@ import {
   createRegistryAccess,
   type ApiFixture,
   type Reply,
-} from "./rest-helpers.js";
+} from "../../helpers/rest-suite.js";
 
 const kc = kubeConfig();
 const c = clients(kc);

@@ -3,8 +3,8 @@ import { normalizeSpec, type RoleRequirement } from "../../../bpa/api/spec.js";
 import { hostFacts, type HostFacts } from "../../../bpa/assign/hosts.js";
 import { costOf, fits, orderHosts, planAssignment } from "../../../bpa/assign/plan.js";
 import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
-import { prng } from "../../fixtures/prng.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
+import { prng } from "../../helpers/fixtures/prng.js";
 
 const pick = <T>(rand: () => number, items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 

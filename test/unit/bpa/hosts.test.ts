@@ -3,7 +3,7 @@ import { LABEL_QAT, LABEL_SRIOV } from "../../../bpa/api/constants.js";
 import { pciId } from "../../../bpa/assign/capabilities.js";
 import { withHardwareData } from "../../../bpa/assign/hardware-data.js";
 import { hostFacts, inventoryAddress } from "../../../bpa/assign/hosts.js";
-import { bmh } from "../../fixtures/bpa/hosts.js";
+import { bmh } from "../../helpers/fixtures/bpa/hosts.js";
 
 describe("host capabilities", () => {
   it("infers SR-IOV from a known NIC model, and a label wins either way", () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssignedHost } from "../../../bpa/api/types.js";
 import { clusterVersion, renderGroupVars } from "../../../bpa/inventory/group-vars.js";
 import { etcdMembers, renderHostsIni } from "../../../bpa/inventory/hosts-ini.js";
-import { testConfig } from "../../fixtures/bpa/config.js";
+import { testConfig } from "../../helpers/fixtures/bpa/config.js";
 
 const run = promisify(execFile);
 

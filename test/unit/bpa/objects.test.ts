@@ -7,8 +7,8 @@ import { nextOperation } from "../../../bpa/jobs/operation.js";
 import { addonsJob } from "../../../bpa/jobs/addons-objects.js";
 import { planAddons } from "../../../bpa/jobs/addons-plan.js";
 import { agentsDeployment, installJob, inventoryConfigMap, operationJob, runnerRole, runnerRoleBinding, userDataSecret } from "../../../bpa/jobs/objects.js";
-import { testConfig } from "../../fixtures/bpa/config.js";
-import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
+import { testConfig } from "../../helpers/fixtures/bpa/config.js";
+import { makeTestCA } from "../../helpers/fixtures/bpa/registry-ca.js";
 
 const p: Provisioning = {
   apiVersion: "bpa.akraino.org/v1alpha1",

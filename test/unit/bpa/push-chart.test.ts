@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkChart, readChartYaml } from "../../../bpa/rest/push-chart.js";
-import { aliasBombChartYaml } from "../../fixtures/bpa/alias-bomb.js";
+import { aliasBombChartYaml } from "../../helpers/fixtures/bpa/alias-bomb.js";
 
 let work: string;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { checkRegistryCaPem } from "../../../bpa/controller/registry-ca.js";
-import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
+import { makeTestCA } from "../../helpers/fixtures/bpa/registry-ca.js";
 
 describe("the registry's site CA (ConfigMap icn-registry-ca, key ca.crt)", () => {
   const ca = makeTestCA();

@@ -11,11 +11,11 @@ import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig, type V1ClusterRole, type V1ClusterRoleBinding, type V1Role, type V1RoleBinding } from "@kubernetes/client-node";
-import { isConflict, type Clients } from "../../../bpa/runtime/kube.js";
-import { loadApiConfig } from "../../../bpa/rest/config.js";
-import { startApi, type RunningApi } from "../../../bpa/rest/main.js";
-import { makeServerTls, type TestTls } from "../../fixtures/bpa/server-tls.js";
-import { deleteNamespace, loadKubeYaml, newNamespace, testLogger, waitFor } from "./helpers.js";
+import { isConflict, type Clients } from "../../bpa/runtime/kube.js";
+import { loadApiConfig } from "../../bpa/rest/config.js";
+import { startApi, type RunningApi } from "../../bpa/rest/main.js";
+import { makeServerTls, type TestTls } from "./fixtures/bpa/server-tls.js";
+import { deleteNamespace, loadKubeYaml, newNamespace, testLogger, waitFor } from "./operator-suite.js";
 
 export { makeServerTls, type TestTls };
 

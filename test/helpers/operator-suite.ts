@@ -8,17 +8,17 @@ import { readFile } from "node:fs/promises";
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml, type V1CustomResourceDefinition, type V1Job } from "@kubernetes/client-node";
 import yaml from "js-yaml";
 import { afterEach, beforeAll, inject } from "vitest";
-import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../../bpa/api/constants.js";
-import type { Provisioning } from "../../../bpa/api/types.js";
-import type { BpaConfig } from "../../../bpa/config/config.js";
-import { isConflict, isNotFound, makeClients, mergePatch, type Clients } from "../../../bpa/runtime/kube.js";
-import { silentLogger, makeLogger, type Logger } from "../../../bpa/runtime/log.js";
-import { Operator } from "../../../bpa/operator.js";
-import { testConfig } from "../../fixtures/bpa/config.js";
-import { makeTestCA } from "../../fixtures/bpa/registry-ca.js";
-import { testPins } from "../../fixtures/bpa/pins.js";
-import { applianceCrdTexts } from "../../helpers/crds.js";
-import { writeBareMetalHost } from "../../helpers/bare-metal-hosts.js";
+import { BPA_GROUP, BPA_VERSION, PROVISIONING_PLURAL } from "../../bpa/api/constants.js";
+import type { Provisioning } from "../../bpa/api/types.js";
+import type { BpaConfig } from "../../bpa/config/config.js";
+import { isConflict, isNotFound, makeClients, mergePatch, type Clients } from "../../bpa/runtime/kube.js";
+import { silentLogger, makeLogger, type Logger } from "../../bpa/runtime/log.js";
+import { Operator } from "../../bpa/operator.js";
+import { testConfig } from "./fixtures/bpa/config.js";
+import { makeTestCA } from "./fixtures/bpa/registry-ca.js";
+import { testPins } from "./fixtures/bpa/pins.js";
+import { applianceCrdTexts } from "./crds.js";
+import { writeBareMetalHost } from "./bare-metal-hosts.js";
 
 export const repo = new URL("../../../", import.meta.url);
 
