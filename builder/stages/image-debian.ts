@@ -76,6 +76,11 @@ function pythonTreeHooks(tree: RootPythonTree): string[] {
     `mv "$1"${lib}/site-packages "$1"${lib}/dist-packages`,
     ...tree.leaveOut.map((dir) => `rm -r "$1"${lib}/dist-packages/${dir}`),
     `copy-in ${tree.bin} /usr/local`,
+    // The tree's files carry the time pip wrote them on this machine. Python writes a
+    // timestamp .pyc of what a .pth imports at start-up (setuptools' _distutils_hack) before
+    // compileall runs, and compileall keeps it: with that time in it, Ironic's image had
+    // another digest on each machine.
+    `find "$1"${lib}/dist-packages "$1"/usr/local/bin -exec touch -h -d @${SOURCE_DATE_EPOCH} {} +`,
   ];
 }
 
