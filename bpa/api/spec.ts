@@ -30,6 +30,8 @@ export interface NormalizedSpec {
 export interface SpecOptions {
   /** The Kubernetes versions the appliance serves (BPA configuration kubernetesVersions); unset: not checked here. */
   servedVersions?: readonly string[];
+  /** Why a number of nodes does not fit the clusters' pod network (bpa/inventory/pod-network.ts); unset: not checked here. */
+  nodesTooMany?: (count: number) => string | undefined;
 }
 
 const KUBERNETES_VERSION = /^v?(\d+\.\d+\.\d+)$/;
@@ -148,6 +150,10 @@ export function normalizeSpec(raw: unknown, options: SpecOptions = {}): SpecResu
   }
   const kubernetesVersion = version(spec.kubernetesVersion, options.servedVersions, errors);
   const all = [...masters, ...workers].filter((r): r is RoleRequirement => r !== undefined);
+  if (masterEntries.length + workerEntries.length <= MAX_ENTRIES) {
+    const tooMany = options.nodesTooMany?.(masterEntries.length + workerEntries.length);
+    if (tooMany) errors.push(`spec: ${tooMany}`);
+  }
   const pins = new Map<string, string>();
   for (const r of all) {
     if (!r.mac) continue;

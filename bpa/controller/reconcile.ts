@@ -18,6 +18,7 @@ import { fits, planAssignment } from "../assign/plan.js";
 import type { BpaConfig } from "../config/config.js";
 import { clusterVersion, renderGroupVars } from "../inventory/group-vars.js";
 import { renderHostsIni } from "../inventory/hosts-ini.js";
+import { podNetwork, podNetworkTooSmall } from "../inventory/pod-network.js";
 import { runnerFailure } from "../jobs/failure.js";
 import { installHash, operationHash, type ApplianceInputs } from "../jobs/hash.js";
 import { names } from "../jobs/names.js";
@@ -246,7 +247,8 @@ export class Reconciler {
 
   /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */
   private async validate(p: Provisioning, served: Served): Promise<NormalizedSpec | Stop> {
-    const parsed = normalizeSpec(p.spec, { servedVersions: served });
+    const network = podNetwork(this.config.extraVars);
+    const parsed = normalizeSpec(p.spec, { servedVersions: served, ...(network ? { nodesTooMany: (count) => podNetworkTooSmall(network, count) } : {}) });
     if (parsed.ok) return parsed.spec;
     const message = `invalid spec: ${parsed.errors.join("; ")}`;
     await this.writeStatus(p, "Invalid", {}, [

@@ -411,6 +411,22 @@ describe("BPA operator with a real API server", () => {
     expect(fixed.status!.assignedHosts!.map((h) => h.name)).toEqual(["mid-b"]);
   });
 
+  it("more nodes than the pod network holds is Invalid, naming what to set; within it, the install starts", async () => {
+    const ns = await newNamespace(c, "bpa-pod-network");
+    await sampleHosts(ns);
+    await operatorFor(ns, { extraVars: { kube_pods_subnet: "10.233.64.0/23", kube_network_node_prefix: 24 } });
+    const worker = { cpu: 2, memory: "1Gi" };
+    await createProvisioning(c, ns, { metadata: { name: "wide" }, spec: { master: { cpu: 10, memory: "4Gi" }, worker: [worker, worker] } });
+    const wide = await waitForStatus(c, ns, "wide", "Invalid", (x) => x.status?.phase === "Invalid");
+    expect(condition(wide, "Ready")).toMatchObject({ status: "False", reason: "InvalidSpec" });
+    expect(condition(wide, "Ready")!.message).toContain(
+      "spec: 3 nodes do not fit the pod network (kube_pods_subnet 10.233.64.0/23 with kube_network_node_prefix 24 holds 2)",
+    );
+    expect(await listInstallJobs(c, ns)).toHaveLength(0);
+    await patchProvisioning(c, ns, "wide", { spec: { worker: [worker] } });
+    await waitForStatus(c, ns, "wide", "Installing", (x) => x.status?.phase === "Installing");
+  });
+
   it("spec.kubernetesVersion: one the appliance does not serve is Invalid with the served list; a served one reaches kubespray's variables", async () => {
     const ns = await newNamespace(c, "bpa-version");
     await sampleHosts(ns);
