@@ -18,6 +18,9 @@ import { execa } from "execa";
 import yaml from "js-yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssignedHost } from "../../bpa/api/types.js";
+import { allRoles, normalizeSpec } from "../../bpa/api/spec.js";
+import { hostFacts, toAssignedHost } from "../../bpa/assign/hosts.js";
+import { planAssignment } from "../../bpa/assign/plan.js";
 import { parseConfig } from "../../bpa/config/config.js";
 import { clusterVersion, renderGroupVars } from "../../bpa/inventory/group-vars.js";
 import { renderHostsIni } from "../../bpa/inventory/hosts-ini.js";
@@ -30,6 +33,8 @@ import { FILES_ROOT, KUBESPRAY_PINS } from "../../builder/stages/files.js";
 import { MANIFESTS_TARGET } from "../../builder/stages/overlays.js";
 import { KUBESPRAY_PINS_CONFIGMAP, KUBESPRAY_PINS_KEY, readServedPins } from "../../common/kubespray-pins.js";
 import { REPO } from "../helpers/cli.js";
+import { bmh } from "../helpers/fixtures/bpa/hosts.js";
+import { prng } from "../helpers/fixtures/prng.js";
 import { inImage, unpackImage } from "../helpers/oci-rootfs.js";
 
 const RUNNER = "bootstrap.icn:5000/icn/kubespray-runner:v2.31.0";
@@ -63,6 +68,35 @@ const LAYOUTS: Record<string, AssignedHost[]> = {
     .concat([0, 1].map((i) => host(`w${i}`, "worker", i, `10.10.0.${30 + i}`))),
 };
 
+/** A hundred hosts as the BPA plans them: 3 control-plane, 97 workers, out of 120 of varied sizes. */
+const HUNDRED = plannedHosts(3, 97, 120);
+/** What a site of more than 64 nodes sets in the BPA's configuration (extraVars): /25 per node, 128 nodes in kubespray's /18. */
+const WIDE_POD_NETWORK = { kube_network_node_prefix: 25 };
+
+/** Roles assigned by the BPA's own planner (bpa/assign) among `known` hosts of varied sizes, SR-IOV on every third. */
+function plannedHosts(masters: number, workers: number, known: number): AssignedHost[] {
+  const random = prng(100);
+  const bmhs = Array.from({ length: known }, (_, i) =>
+    bmh({
+      name: `node-${String(i).padStart(3, "0")}`,
+      namespace: "site",
+      cpu: 8 + 8 * Math.floor(random() * 4),
+      ram: 16384 * (1 + Math.floor(random() * 4)),
+      ip: `10.20.${i >> 8}.${(i & 255) + 1}`,
+      ...(i % 3 === 0 ? { nicModel: "0x8086 0x1572" } : {}),
+    }),
+  );
+  const spec = normalizeSpec({
+    master: Array.from({ length: masters }, () => ({ cpu: 8, memory: "16Gi" })),
+    worker: Array.from({ length: workers }, (_, i) => ({ cpu: 8, memory: "16Gi", ...(i < 10 ? { sriov: true } : {}) })),
+  });
+  if (!spec.ok) throw new Error(spec.errors.join("; "));
+  const plan = planAssignment({ roles: allRoles(spec.spec), hosts: bmhs.map(hostFacts) });
+  if (!plan.ok) throw new Error(plan.message);
+  const byName = new Map(bmhs.map((b) => [b.metadata.name, b]));
+  return plan.placements.map(({ role, host }) => toAssignedHost(role, host, byName.get(host.name)!));
+}
+
 /** The BPA's configuration as the appliance ships it (manifests/bpa/config.yaml). */
 async function shippedConfig() {
   const configMap = yaml.load(await readFile(join(REPO, "manifests/bpa/config.yaml"), "utf8")) as { data: Record<string, string> };
@@ -80,11 +114,12 @@ async function shippedPins(): Promise<string> {
 }
 
 /** The inventory directory the BPA mounts into the install Job: hosts.ini, group_vars/all/offline.yml and the pins. */
-async function writeInventory(name: string, hosts: AssignedHost[], hostsIni?: string): Promise<string> {
+async function writeInventory(name: string, hosts: AssignedHost[], hostsIni?: string, extraVars: Record<string, unknown> = {}): Promise<string> {
   const dir = join(work, name.replace(/\W+/g, "-"));
   await mkdir(join(dir, "group_vars/all"), { recursive: true });
   await writeFile(join(dir, "hosts.ini"), hostsIni ?? renderHostsIni(hosts, { provisioning: "site/cluster", installHash: "0".repeat(64) }));
-  const config = await shippedConfig();
+  const shipped = await shippedConfig();
+  const config = { ...shipped, extraVars: { ...shipped.extraVars, ...extraVars } };
   const pins = await shippedPins();
   const served = readServedPins(pins);
   if (typeof served === "string") throw new Error(`the build's pins: ${served}`);
@@ -210,13 +245,33 @@ describe("kubespray's inventory validation (playbooks/boilerplate.yml) in the ru
   for (const [layout, hosts] of Object.entries(LAYOUTS)) {
     it(`accepts the BPA's inventory for ${layout}`, async () => {
       const inventory = await writeInventory(layout, hosts);
+      const ini = await readFile(join(inventory, "hosts.ini"), "utf8");
+      for (const h of hosts) expect(ini).toContain(h.name);
       const result = await ansible(inventory, ["playbooks/boilerplate.yml"]);
-      expect(result.exitCode, result.all.slice(-3000)).toBe(0);
+      const errors = result.all.split("\n").filter((line) => /fatal:|ERROR|failed=[1-9]|unreachable=[1-9]/.test(line));
+      expect(result.exitCode, [...errors.slice(0, 20), result.all.slice(-2000)].join("\n")).toBe(0);
       expect(result.all).toContain("TASK [validate_inventory : Stop if unsupported version of Kubernetes]");
       expect(result.all).toMatch(/PLAY RECAP[\s\S]*failed=0/);
       expect(result.all).not.toMatch(/failed=[1-9]/);
     });
   }
+
+  it("accepts a hundred hosts as the BPA plans them with the pod network a site of that size sets", async () => {
+    const inventory = await writeInventory("hundred", HUNDRED, undefined, WIDE_POD_NETWORK);
+    const ini = await readFile(join(inventory, "hosts.ini"), "utf8");
+    expect(HUNDRED.filter((h) => ini.includes(`${h.name} ansible_host=${h.ip}`))).toHaveLength(100);
+    const result = await ansible(inventory, ["playbooks/boilerplate.yml"]);
+    const errors = result.all.split("\n").filter((line) => /fatal:|ERROR|failed=[1-9]|unreachable=[1-9]/.test(line));
+    expect(result.exitCode, [...errors.slice(0, 20), result.all.slice(-2000)].join("\n")).toBe(0);
+    expect(result.all).toMatch(/TASK \[validate_inventory : Check that ipv4 IP range is enough for the nodes\][\s\S]*?ok: \[/);
+  });
+
+  it("rejects a hundred hosts in kubespray's default pod network (64 nodes of /24 in a /18), as the BPA does before planning", async () => {
+    const inventory = await writeInventory("hundred-default", HUNDRED);
+    const result = await ansible(inventory, ["playbooks/boilerplate.yml"]);
+    expect(result.exitCode).not.toBe(0);
+    expect(result.all).toMatch(/Not enough ipv4 IPs are available for the desired node count/);
+  });
 
   it("scale.yml limited as the BPA's scale Job limits it reaches the first master's certificate upload and the new node's join", async () => {
     const node1 = host("node1", "master", 0, "10.10.0.11");
