@@ -20,7 +20,7 @@ import { testPins } from "./fixtures/bpa/pins.js";
 import { applianceCrdTexts } from "./crds.js";
 import { writeBareMetalHost } from "./bare-metal-hosts.js";
 
-export const repo = new URL("../../../", import.meta.url);
+export const repo = new URL("../../", import.meta.url);
 
 export function kubeConfig(): KubeConfig {
   const kc = new KubeConfig();
