@@ -139,8 +139,11 @@ export function normalizeSpec(raw: unknown, options: SpecOptions = {}): SpecResu
   if (masterEntries.length === 0 && !errors.some((e) => e.startsWith("spec.master"))) {
     errors.push("spec.master: at least one master is required (kubespray needs a control plane)");
   }
-  if (masterEntries.length + workerEntries.length > MAX_ENTRIES) {
-    errors.push(`spec: ${masterEntries.length + workerEntries.length} roles, at most ${MAX_ENTRIES} are allowed`);
+  const nodes = masterEntries.length + workerEntries.length;
+  if (nodes > MAX_ENTRIES) errors.push(`spec: ${nodes} roles, at most ${MAX_ENTRIES} are allowed`);
+  else {
+    const tooMany = options.nodesTooMany?.(nodes);
+    if (tooMany) errors.push(`spec: ${tooMany}`);
   }
   let replicas = 0;
   if (spec.replicas !== undefined && spec.replicas !== null) {
@@ -150,10 +153,6 @@ export function normalizeSpec(raw: unknown, options: SpecOptions = {}): SpecResu
   }
   const kubernetesVersion = version(spec.kubernetesVersion, options.servedVersions, errors);
   const all = [...masters, ...workers].filter((r): r is RoleRequirement => r !== undefined);
-  if (masterEntries.length + workerEntries.length <= MAX_ENTRIES) {
-    const tooMany = options.nodesTooMany?.(masterEntries.length + workerEntries.length);
-    if (tooMany) errors.push(`spec: ${tooMany}`);
-  }
   const pins = new Map<string, string>();
   for (const r of all) {
     if (!r.mac) continue;

@@ -132,6 +132,8 @@ const reconciledCondition = (p: Provisioning): ConditionInput => ({
 export class Reconciler {
   /** The last host decision recorded as an Event, by Provisioning (see recordHostDecision). */
   private readonly hostDecisions = new Map<string, string>();
+  /** Why a number of nodes does not fit the configuration's pod network (fixed for the operator's life). */
+  private readonly nodesTooMany: (count: number) => string | undefined;
 
   constructor(
     private readonly c: Clients,
@@ -142,7 +144,10 @@ export class Reconciler {
     /** Called with released host keys (namespace/name), so that waiting Provisionings can use them. */
     private readonly onHostsReleased: (hosts: string[]) => void = () => {},
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    const network = podNetwork(config.extraVars);
+    this.nodesTooMany = (count) => (network ? podNetworkTooSmall(network, count) : undefined);
+  }
 
   /** One reconcile: a short list of named steps; a step that decides the outcome ends it with a Stop. */
   async reconcile(key: string): Promise<ReconcileResult> {
@@ -247,8 +252,7 @@ export class Reconciler {
 
   /** The spec, normalized; an invalid one gets Invalid and is not retried (the next edit brings the next reconcile). */
   private async validate(p: Provisioning, served: Served): Promise<NormalizedSpec | Stop> {
-    const network = podNetwork(this.config.extraVars);
-    const parsed = normalizeSpec(p.spec, { servedVersions: served, ...(network ? { nodesTooMany: (count) => podNetworkTooSmall(network, count) } : {}) });
+    const parsed = normalizeSpec(p.spec, { servedVersions: served, nodesTooMany: this.nodesTooMany });
     if (parsed.ok) return parsed.spec;
     const message = `invalid spec: ${parsed.errors.join("; ")}`;
     await this.writeStatus(p, "Invalid", {}, [
