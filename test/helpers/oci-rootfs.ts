@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
 import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { runStages, stagesDir } from "../../builder/pipeline.js";
+import { runStages, stagesDir, type StagesBuilt } from "../../builder/pipeline.js";
 import { IMAGES_JSON, type BuiltImage } from "../../builder/stages/images.js";
 
 export async function unpackImage(imagesDir: string, ref: string, target: string): Promise<BuiltImage> {
@@ -25,9 +25,9 @@ export async function unpackImage(imagesDir: string, ref: string, target: string
   return image;
 }
 
-/** Builds the default definition's images (cached stages, as `build` makes them) and unpacks `ref` at `target`. */
-export async function unpackBuiltImage(ref: string, target: string): Promise<BuiltImage> {
-  const content = await runStages({
+/** The default definition's content stages up to its container images (cached stages, as `build` makes them). */
+export async function builtImagesContent(): Promise<StagesBuilt> {
+  return runStages({
     definition: await loadDefinition(DEFAULT_DEFINITION),
     lock: await loadLock(DEFAULT_LOCK),
     lockPath: DEFAULT_LOCK,
@@ -35,7 +35,11 @@ export async function unpackBuiltImage(ref: string, target: string): Promise<Bui
     sections: ["content"],
     stopAfterImages: true,
   });
-  return unpackImage(content.images!.dir, ref, target);
+}
+
+/** Builds the default definition's images and unpacks `ref` at `target`. */
+export async function unpackBuiltImage(ref: string, target: string): Promise<BuiltImage> {
+  return unpackImage((await builtImagesContent()).images!.dir, ref, target);
 }
 
 export interface InImageOptions {

@@ -10,10 +10,9 @@
 import { join } from "node:path";
 import * as tar from "tar";
 import { beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_DEFINITION, loadDefinition } from "../../builder/definition.js";
-import { DEFAULT_LOCK, loadLock } from "../../builder/lockfile.js";
-import { runStages, stagesDir, type StagesBuilt } from "../../builder/pipeline.js";
+import type { StagesBuilt } from "../../builder/pipeline.js";
 import { BASE_TAR, SOURCE_DATE_EPOCH } from "../../builder/stages/image-debian.js";
+import { builtImagesContent } from "../helpers/oci-rootfs.js";
 
 interface Bytecode {
   path: string;
@@ -44,14 +43,7 @@ async function localBytecode(archive: string): Promise<Bytecode[]> {
 let content: StagesBuilt;
 
 beforeAll(async () => {
-  content = await runStages({
-    definition: await loadDefinition(DEFAULT_DEFINITION),
-    lock: await loadLock(DEFAULT_LOCK),
-    lockPath: DEFAULT_LOCK,
-    stagesDir: stagesDir(),
-    sections: ["content"],
-    stopAfterImages: true,
-  });
+  content = await builtImagesContent();
 }, 40 * 60_000);
 
 describe("Python bytecode in the images' own Debian roots", () => {
