@@ -42,7 +42,6 @@ const UPGRADE_THROUGH_REST = [
   "$K -n bpa-system get serviceaccount e2e-ops >/dev/null 2>&1 || $K -n bpa-system create serviceaccount e2e-ops >/dev/null",
   "$K -n bpa-system get rolebinding e2e-ops >/dev/null 2>&1 || $K -n bpa-system create rolebinding e2e-ops --clusterrole=bpa-api-appliance-admin --serviceaccount=bpa-system:e2e-ops >/dev/null",
   "TOKEN=$($K -n bpa-system create token e2e-ops --audience icn-bpa-api --duration 3h)",
-  'echo "$TOKEN" > /root/e2e-ops.token',
   "API=https://bootstrap.icn:30443",
   "CA=/etc/icn-bootstrap/pki/registry-ca.crt",
   "started=$(date +%s)",
@@ -56,6 +55,17 @@ const UPGRADE_THROUGH_REST = [
   "echo uploaded in $(( $(date +%s) - started )) s",
   'curl -sS --fail-with-body --cacert $CA -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -X POST -d \'{"image":"e2e/icn-bootstrap.img"}\' $API/api/v1/appliance/upgrade',
 ].join("\n");
+
+/**
+ * GET `path` of the REST API with a token of the administrator's ServiceAccount, made anew:
+ * only etcd (the data partition) carries over to the other slot, not files in /root. The
+ * API may still be starting right after the slot's ready marker: curl retries for a while.
+ */
+const asAdministrator = (path: string) =>
+  [
+    "TOKEN=$(kubectl --kubeconfig /etc/kubernetes/admin.conf -n bpa-system create token e2e-ops --audience icn-bpa-api --duration 1h)",
+    `curl -sS --fail --retry 30 --retry-delay 10 --retry-all-errors --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H "Authorization: Bearer $TOKEN" https://bootstrap.icn:30443${path}`,
+  ].join(" && ");
 
 let work: string;
 let key: string;
@@ -248,17 +258,13 @@ describe("upgrading the appliance in place", () => {
     const after = await identity();
     expect(after).toEqual({ ...before, version: "B" });
     expect((await ssh("kubectl --kubeconfig /etc/kubernetes/admin.conf describe node")).stdout).toMatch(/UpgradeSucceeded/);
-    const seen = await ssh(
-      'curl -sS --fail --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H "Authorization: Bearer $(cat /root/e2e-ops.token)" https://bootstrap.icn:30443/api/v1/appliance/upgrade',
-    );
+    const seen = await ssh(asAdministrator("/api/v1/appliance/upgrade"));
     expect(JSON.parse(seen.stdout)).toMatchObject({
       pending: null,
       state: { phase: "succeeded", from: "a", to: "b", requestedBy: expect.stringContaining("e2e-ops") },
     });
     // The uploads made on version A are still listed, published, by version B's REST API.
-    const uploads = await ssh(
-      'curl -sS --fail --cacert /etc/icn-bootstrap/pki/registry-ca.crt -H "Authorization: Bearer $(cat /root/e2e-ops.token)" https://bootstrap.icn:30443/api/v1/uploads',
-    );
+    const uploads = await ssh(asAdministrator("/api/v1/uploads"));
     expect((JSON.parse(uploads.stdout) as { items: { name: string; state: string }[] }).items.filter((u) => u.name.startsWith("e2e/"))).toEqual(
       expect.arrayContaining(
         ["icn-bootstrap.img", "icn-bootstrap.report.json", "icn-bootstrap.report.json.sigstore.json"].map((f) =>
